@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages achunk builds, tests and benchmarks with.
+# Idempotent: only missing packages are installed; works as root or through sudo.
+# Usage: scripts/setup-deps.sh [extra-package ...]
+set -euo pipefail
+
+PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev
+  libjemalloc-dev "$@")
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+  sudo_cmd=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo_cmd=(sudo -n)
+else
+  echo "setup-deps: missing packages (${missing[*]}) and neither root nor sudo is available" >&2
+  exit 1
+fi
+
+echo "setup-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# A stale package index makes apt-get install fail with 404s, so refresh first.
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

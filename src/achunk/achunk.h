@@ -1,0 +1,58 @@
+// Chunk layer: the AChunk header that starts every chunk, and the size arithmetic of
+// chunks (2 MiB alignment, header size, hold vs mapped size). Depends on nothing else.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace achunk {
+
+inline constexpr int64_t ACHUNK_ALIGN = int64_t{2} << 20;       // INTACT_ACHUNK_SIZE
+inline constexpr int64_t ACHUNK_HEADER_SIZE = int64_t{16} << 10;  // room for block headers
+inline constexpr int64_t ACHUNK_SIZE = ACHUNK_ALIGN - ACHUNK_HEADER_SIZE;  // normal payload
+inline constexpr int64_t ACHUNK_PAGE_SIZE = 4096;
+// A ceiling far above any real machine that keeps every size computation from overflowing.
+inline constexpr int64_t ACHUNK_MAX_ALLOC_SIZE = int64_t{1} << 46;  // 64 TiB
+
+constexpr int64_t align_up(int64_t n, int64_t align) { return (n + align - 1) & ~(align - 1); }
+
+// Bytes mapped for a chunk whose payload is `size`.
+constexpr int64_t chunk_aligned_size(int64_t size) {
+  return align_up(size + ACHUNK_HEADER_SIZE, ACHUNK_ALIGN);
+}
+
+// Bytes charged for a chunk whose payload is `size`. A normal chunk charges its full
+// 2 MiB; a larger one charges only the pages it can touch, so a 2.1 MiB request does not
+// count as 4 MiB against the limit (the untouched tail is never faulted in).
+constexpr int64_t chunk_hold_size(int64_t size) {
+  const int64_t aligned = chunk_aligned_size(size);
+  return aligned == ACHUNK_ALIGN ? aligned : align_up(size + ACHUNK_HEADER_SIZE, ACHUNK_PAGE_SIZE);
+}
+
+struct AChunk {
+  static constexpr uint32_t MAGIC_CODE = 0xCEDEEC00;   // handed out to a caller
+  static constexpr uint32_t CACHED_CODE = 0xCEDEEC01;  // resting in an AChunkMgr slot
+
+  // Finds the chunk of any pointer into its first 2 MiB by masking.
+  static AChunk* ptr2chunk(const void* ptr) {
+    return reinterpret_cast<AChunk*>(reinterpret_cast<uintptr_t>(ptr) &
+                                     ~static_cast<uintptr_t>(ACHUNK_ALIGN - 1));
+  }
+
+  void* data() { return reinterpret_cast<char*>(this) + ACHUNK_HEADER_SIZE; }
+  int64_t hold() const { return chunk_hold_size(alloc_bytes_); }
+  int64_t aligned() const { return chunk_aligned_size(alloc_bytes_); }
+  bool is_valid() const { return magic_.load(std::memory_order_relaxed) == MAGIC_CODE; }
+  bool is_cached() const { return magic_.load(std::memory_order_relaxed) == CACHED_CODE; }
+
+  // Atomic so that a racing double free is a detected error rather than a data race.
+  std::atomic<uint32_t> magic_{MAGIC_CODE};
+  int64_t alloc_bytes_ = 0;  // payload requested by the last alloc_chunk
+  int64_t cache_ts_ = 0;     // microseconds, stamped when the chunk entered the cache
+  AChunk* prev_ = nullptr;
+  AChunk* next_ = nullptr;
+};
+
+static_assert(sizeof(AChunk) <= ACHUNK_HEADER_SIZE);
+
+}  // namespace achunk

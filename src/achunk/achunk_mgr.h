@@ -1,0 +1,145 @@
+// Chunk layer: AChunkMgr maps 2 MiB-aligned chunks, caches freed ones in slots (8 ways
+// of 2 MiB, one slot per large size 4..20 MiB, a huge slot that never caches), keeps the
+// server's soft limit, evicts chunks that idled in the cache on later frees, and
+// reports its counters. Depends on the platform (os.h, clock.h) and the chunk files.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "achunk/achunk.h"
+#include "achunk/achunk_list.h"
+#include "achunk/alloc_failure.h"
+#include "achunk/chunk_stats.h"
+#include "achunk/clock.h"
+#include "achunk/options.h"
+#include "achunk/os.h"
+
+namespace achunk {
+
+class AChunkMgr {
+ public:
+  static constexpr int NORMAL_ACHUNK_NWAY = 8;
+  static constexpr int LARGE_ACHUNK_NSLOT = 9;  // 4, 6, ... 20 MiB
+  static constexpr int CACHEABLE_SLOTS = NORMAL_ACHUNK_NWAY + LARGE_ACHUNK_NSLOT;
+  static constexpr int HUGE_SLOT = CACHEABLE_SLOTS;  // > 20 MiB, never cached
+  static constexpr int SLOT_COUNT = HUGE_SLOT + 1;
+  static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
+  static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
+
+  AChunkMgr(Os& os, const Clock& clock);
+  // Unmaps every cached chunk. Chunks still handed out are the caller's leak.
+  ~AChunkMgr();
+  AChunkMgr(const AChunkMgr&) = delete;
+  AChunkMgr& operator=(const AChunkMgr&) = delete;
+
+  // A chunk whose data() has room for `size` bytes, or nullptr with the reason in
+  // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one.
+  AChunk* alloc_chunk(int64_t size);
+  // Caches the chunk (or unmaps it when the cache is full), then unmaps at most one other
+  // cached chunk that has idled for chunk_cache_ttl_ms. A pointer that is not a live
+  // chunk is reported through report_error() and otherwise ignored.
+  void free_chunk(AChunk* chunk);
+  // Unmaps every cached chunk; returns the bytes released.
+  int64_t sync_wash();
+
+  // 0 means no limit. Lowering it below hold() flushes cached chunks, largest first.
+  void set_memory_limit(int64_t bytes);
+  // 0 means adaptive (the cache may hold up to the memory limit). Shrinking releases the
+  // surplus at once, largest and oldest chunks first.
+  void set_max_chunk_cache_size(int64_t bytes, bool use_large_chunk_cache);
+  // -1 disables idle eviction.
+  void set_chunk_cache_ttl_ms(int64_t ms);
+  void apply_options(const Options& opts);
+
+  int64_t get_limit() const { return limit_.load(std::memory_order_relaxed); }
+  int64_t get_hold() const { return hold_.load(std::memory_order_relaxed); }
+  int64_t get_total_hold() const { return total_hold_.load(std::memory_order_relaxed); }
+  int64_t get_freelist_hold() const { return cache_hold_.load(std::memory_order_relaxed); }
+  int64_t get_large_freelist_hold() const {
+    return large_cache_hold_.load(std::memory_order_relaxed);
+  }
+  int64_t get_used() const { return get_hold() - get_freelist_hold(); }
+  int64_t get_max_chunk_cache_size() const {
+    return max_chunk_cache_size_.load(std::memory_order_relaxed);
+  }
+  int64_t get_expired_unmaps() const { return expired_unmaps_.load(std::memory_order_relaxed); }
+  int64_t get_chunk_cache_ttl_ms() const;
+  // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes).
+  int64_t cached_count(int idx) const { return slots_[idx].free_list_.count(); }
+
+  // Reads the OS figures too unless `with_os` is false.
+  ChunkMgrStats get_stats(bool with_os = true) const;
+  int64_t print(char* buf, int64_t len) const;
+  int64_t print_json(char* buf, int64_t len) const;
+
+  // Slot of a chunk whose mapped size is `aligned`; normal chunks use the given way.
+  static int slot_index(int64_t aligned, int way);
+  // The way the calling thread prefers for 2 MiB chunks.
+  static int thread_way();
+
+ private:
+  struct alignas(64) Slot {
+    AChunkList free_list_;
+    std::atomic<int64_t> maps_{0};
+    std::atomic<int64_t> unmaps_{0};
+    std::atomic<int64_t> hits_{0};
+    std::atomic<int64_t> misses_{0};
+  };
+
+  static bool is_large(int idx) { return idx >= NORMAL_ACHUNK_NWAY && idx < HUGE_SLOT; }
+
+  bool try_inc_hold(int64_t bytes);
+  void dec_hold(int64_t bytes) { hold_.fetch_sub(bytes, std::memory_order_relaxed); }
+  AChunk* pop_chunk_with_size(int idx);
+  AChunk* reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold);
+  AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx);
+  AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
+  bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
+  // Takes a chunk just popped from slot idx off the cache accounting.
+  void uncache(AChunk* chunk, int idx);
+  // munmap + every counter that follows from it.
+  void unmap_chunk(AChunk* chunk, int idx);
+  // Pops and unmaps cached chunks, largest slots and oldest chunks first, until
+  // `done()` holds or the cache is empty.
+  template <typename Done>
+  void release_cached_until(Done done);
+  void maybe_evict_one(int64_t now_us);
+  bool evict_one_expired(int64_t now_us, int64_t ttl_us);
+
+  Os& os_;
+  const Clock& clock_;
+  Slot slots_[SLOT_COUNT];
+
+  alignas(64) std::atomic<int64_t> limit_{INT64_MAX};
+  std::atomic<int64_t> max_chunk_cache_size_{INT64_MAX};
+  std::atomic<int64_t> memory_chunk_cache_size_{0};  // as configured; 0 = adaptive
+  std::atomic<bool> use_large_chunk_cache_{true};
+  std::atomic<int64_t> ttl_us_{CACHE_EXPIRE_US};
+
+  alignas(64) std::atomic<int64_t> hold_{0};
+  std::atomic<int64_t> total_hold_{0};
+  alignas(64) std::atomic<int64_t> cache_hold_{0};
+  std::atomic<int64_t> large_cache_hold_{0};
+
+  // Lower bound of every cached chunk's cache_ts_, so the free path can tell that nothing
+  // has expired with one relaxed load. Lowered by pushes, raised by eviction scans.
+  alignas(64) std::atomic<int64_t> earliest_cache_ts_{AChunkList::EMPTY_TS};
+  std::atomic<bool> evicting_{false};
+  int cursor_ = 0;  // next slot the eviction scan examines; owned by the evicting_ holder
+  std::atomic<int64_t> expired_unmaps_{0};
+};
+
+template <typename Done>
+inline void AChunkMgr::release_cached_until(Done done) {
+  for (int idx = CACHEABLE_SLOTS - 1; idx >= 0; --idx) {
+    while (!done()) {
+      AChunk* chunk = slots_[idx].free_list_.pop_oldest();
+      if (chunk == nullptr) break;
+      uncache(chunk, idx);
+      unmap_chunk(chunk, idx);
+    }
+  }
+}
+
+}  // namespace achunk

@@ -1,0 +1,20 @@
+// Chunk layer: reporting of caller errors the allocator detects (a free of something it
+// never handed out, a double free). By default the report goes to stderr and the
+// process aborts, as glibc does; tests install a handler that records it instead.
+// Depends on nothing else inside achunk.
+#pragma once
+
+namespace achunk {
+
+enum class ErrorKind : int { INVALID_FREE, DOUBLE_FREE };
+
+// `message` is a complete line without the newline; it lives only during the call.
+using ErrorHandler = void (*)(ErrorKind kind, const void* ptr, const char* message);
+
+// Installs `handler` (nullptr restores the default) and returns the previous one.
+ErrorHandler set_error_handler(ErrorHandler handler);
+
+// Formats and delivers a report. Returns only if the installed handler returns.
+void report_error(ErrorKind kind, const void* ptr, const char* detail);
+
+}  // namespace achunk

@@ -1,0 +1,100 @@
+#include "achunk/global.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <new>
+
+#include "achunk/achunk.hpp"
+#include "achunk/alloc_failure.h"
+#include "achunk/buf_writer.h"
+#include "achunk/clock.h"
+#include "achunk/linux_os.h"
+#include "achunk/spin_lock.h"
+
+namespace achunk {
+
+namespace {
+
+struct Globals {
+  LinuxOs os;
+  MonotonicClock clock;
+  AChunkMgr chunk_mgr{os, clock};
+  SpinLock options_lock;  // serialises option changes; reads are plain snapshots
+  Options options;
+};
+
+void warn_to_stderr(void*, const char* message) {
+  char line[512];
+  BufWriter w(line, sizeof(line));
+  w.str(message).ch('\n');
+  const int64_t n = w.truncated() ? static_cast<int64_t>(sizeof(line)) - 1 : w.length();
+  [[maybe_unused]] ssize_t r = ::write(STDERR_FILENO, line, static_cast<size_t>(n));
+}
+
+Globals* create_globals() {
+  alignas(Globals) static unsigned char storage[sizeof(Globals)];
+  Globals* g = new (storage) Globals();
+  parse_conf(::getenv("ACHUNK_CONF"), &g->options, &warn_to_stderr, nullptr);
+  g->chunk_mgr.apply_options(g->options);
+  return g;
+}
+
+Globals& globals() {
+  static Globals* g = create_globals();
+  return *g;
+}
+
+}  // namespace
+
+AChunkMgr& global_chunk_mgr() { return globals().chunk_mgr; }
+
+void* chunk_alloc(int64_t size) {
+  AChunk* chunk = global_chunk_mgr().alloc_chunk(size);
+  return chunk != nullptr ? chunk->data() : nullptr;
+}
+
+void chunk_free(void* payload) {
+  if (payload == nullptr) return;
+  global_chunk_mgr().free_chunk(AChunk::ptr2chunk(payload));
+}
+
+bool set_option(const char* name, const char* value, char* err, int64_t err_len) {
+  const int id = find_option(name, __builtin_strlen(name));
+  if (id < 0) {
+    BufWriter(err, err_len).str(name).str(": unknown option");
+    return false;
+  }
+  int64_t v = 0;
+  if (!parse_option_value(OPTION_TABLE[id], value, __builtin_strlen(value), &v, err, err_len)) {
+    return false;
+  }
+  Globals& g = globals();
+  std::lock_guard<SpinLock> guard(g.options_lock);
+  g.options.values[id] = v;
+  g.chunk_mgr.apply_options(g.options);
+  return true;
+}
+
+bool get_option(const char* name, int64_t* value) {
+  const int id = find_option(name, __builtin_strlen(name));
+  if (id < 0) return false;
+  Globals& g = globals();
+  std::lock_guard<SpinLock> guard(g.options_lock);
+  *value = g.options.values[id];
+  return true;
+}
+
+int64_t print_chunk_dump(char* buf, int64_t len, DumpFormat format) {
+  const AChunkMgr& mgr = global_chunk_mgr();
+  return format == DumpFormat::JSON ? mgr.print_json(buf, len) : mgr.print(buf, len);
+}
+
+int64_t last_failure_message(char* buf, int64_t len) {
+  return format_alloc_failure(last_alloc_failure(), buf, len);
+}
+
+int64_t release_free_memory() { return global_chunk_mgr().sync_wash(); }
+
+}  // namespace achunk

@@ -1,0 +1,55 @@
+// Chunk layer: the one table of achunk's options (name, type, default, range, help) and
+// its pure parser. Values come from ACHUNK_CONF ("key:value,key:value", sizes accept
+// K/M/G/T), from the API and, at run time, from the dump tool. A bad entry produces one
+// warning and keeps the default. Never allocates. Depends on nothing else inside achunk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace achunk {
+
+enum class OptionType : int { SIZE, BOOL, INT };
+
+enum OptionId : int {
+  OPT_MEMORY_LIMIT,
+  OPT_MEMORY_CHUNK_CACHE_SIZE,
+  OPT_LARGE_CHUNK_CACHE,
+  OPT_CHUNK_CACHE_TTL_MS,
+  OPTION_COUNT,
+};
+
+struct OptionDef {
+  const char* name;
+  OptionType type;
+  int64_t def;
+  int64_t min;
+  int64_t max;
+  const char* help;
+};
+
+extern const OptionDef OPTION_TABLE[OPTION_COUNT];
+
+struct Options {
+  Options();
+  int64_t operator[](OptionId id) const { return values[id]; }
+  int64_t values[OPTION_COUNT];
+};
+
+// Index of the option called name[0, len), or -1.
+int find_option(const char* name, size_t len);
+
+// Parses text[0, len) as a value of `def`. On failure returns false and writes the
+// reason into err (NUL-terminated, never more than err_len bytes).
+bool parse_option_value(const OptionDef& def, const char* text, size_t len, int64_t* out,
+                        char* err, int64_t err_len);
+
+// Receives each warning line (without newline); the text lives only during the call.
+using WarningSink = void (*)(void* ctx, const char* message);
+
+// Applies every valid "key:value" entry of `conf` to *opts, left to right (a later
+// entry for the same key wins). Each bad entry is reported once through `sink` and
+// leaves that option as it was. Returns the number of warnings.
+int parse_conf(const char* conf, Options* opts, WarningSink sink, void* ctx);
+
+}  // namespace achunk

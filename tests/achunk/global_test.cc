@@ -1,0 +1,60 @@
+// The public API over the process-wide chunk manager, on the real OS.
+#include "achunk/achunk.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "achunk/global.h"
+
+namespace achunk {
+namespace {
+
+TEST(GlobalApiTest, ChunkAllocFreeRoundTrip) {
+  void* p = chunk_alloc(1 << 20);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0xab, 1 << 20);
+  const int64_t used = global_chunk_mgr().get_used();
+  EXPECT_GE(used, 2 << 20);
+  chunk_free(p);
+  EXPECT_EQ(global_chunk_mgr().get_used(), used - (2 << 20));
+  chunk_free(nullptr);
+}
+
+TEST(GlobalApiTest, SetAndGetOptions) {
+  char err[128] = "";
+  EXPECT_TRUE(set_option("memory_chunk_cache_size", "4M", err, sizeof(err))) << err;
+  int64_t v = 0;
+  ASSERT_TRUE(get_option("memory_chunk_cache_size", &v));
+  EXPECT_EQ(v, 4 << 20);
+  EXPECT_EQ(global_chunk_mgr().get_max_chunk_cache_size(), 4 << 20);
+  EXPECT_TRUE(set_option("memory_chunk_cache_size", "0", err, sizeof(err)));
+  EXPECT_FALSE(set_option("no_such_option", "1", err, sizeof(err)));
+  EXPECT_NE(std::string(err).find("unknown option"), std::string::npos);
+  EXPECT_FALSE(set_option("chunk_cache_ttl_ms", "soon", err, sizeof(err)));
+  ASSERT_TRUE(get_option("chunk_cache_ttl_ms", &v));
+  EXPECT_EQ(v, 30000);  // the bad value changed nothing
+  EXPECT_FALSE(get_option("no_such_option", &v));
+}
+
+TEST(GlobalApiTest, DumpAndFailureMessage) {
+  char buf[4096];
+  print_chunk_dump(buf, sizeof(buf));
+  EXPECT_EQ(std::string(buf).rfind("[chunk_mgr] limit=", 0), 0u);
+  print_chunk_dump(buf, sizeof(buf), DumpFormat::JSON);
+  EXPECT_EQ(std::string(buf).rfind("{\"chunk_mgr\":", 0), 0u);
+  EXPECT_EQ(chunk_alloc(0), nullptr);
+  last_failure_message(buf, sizeof(buf));
+  EXPECT_EQ(std::string(buf).rfind("INVALID_SIZE", 0), 0u) << buf;
+}
+
+TEST(GlobalApiTest, ReleaseFreeMemoryEmptiesTheCache) {
+  chunk_free(chunk_alloc(1000));
+  EXPECT_GT(global_chunk_mgr().get_freelist_hold(), 0);
+  EXPECT_GT(release_free_memory(), 0);
+  EXPECT_EQ(global_chunk_mgr().get_freelist_hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk
