@@ -7,14 +7,16 @@
 
 namespace achunk {
 
-inline constexpr int64_t ACHUNK_ALIGN = int64_t{2} << 20;       // INTACT_ACHUNK_SIZE
-inline constexpr int64_t ACHUNK_HEADER_SIZE = int64_t{16} << 10;  // room for block headers
+inline constexpr int64_t ACHUNK_ALIGN = int64_t{2} << 20;                  // INTACT_ACHUNK_SIZE
+inline constexpr int64_t ACHUNK_HEADER_SIZE = int64_t{16} << 10;           // room for block headers
 inline constexpr int64_t ACHUNK_SIZE = ACHUNK_ALIGN - ACHUNK_HEADER_SIZE;  // normal payload
 inline constexpr int64_t ACHUNK_PAGE_SIZE = 4096;
 // A ceiling far above any real machine that keeps every size computation from overflowing.
 inline constexpr int64_t ACHUNK_MAX_ALLOC_SIZE = int64_t{1} << 46;  // 64 TiB
 
-constexpr int64_t align_up(int64_t n, int64_t align) { return (n + align - 1) & ~(align - 1); }
+constexpr int64_t align_up(int64_t n, int64_t align) {
+  return (n + align - 1) & ~(align - 1);
+}
 
 // Bytes mapped for a chunk whose payload is `size`.
 constexpr int64_t chunk_aligned_size(int64_t size) {

@@ -13,7 +13,9 @@ namespace {
 ACHUNK_TLS int tl_way = -1;
 std::atomic<int> g_next_way{0};
 
-void bump(std::atomic<int64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+void bump(std::atomic<int64_t>& counter) {
+  counter.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -34,7 +36,9 @@ AChunkMgr::AChunkMgr(Os& os, const Clock& clock) : os_(os), clock_(clock) {
   slots_[HUGE_SLOT].free_list_.set_max_hold(0);
 }
 
-AChunkMgr::~AChunkMgr() { sync_wash(); }
+AChunkMgr::~AChunkMgr() {
+  sync_wash();
+}
 
 bool AChunkMgr::try_inc_hold(int64_t bytes) {
   const int64_t limit = limit_.load(std::memory_order_relaxed);

@@ -25,9 +25,15 @@ const char* to_string(AllocFailKind kind) {
   return "UNKNOWN";
 }
 
-const AllocFailure& last_alloc_failure() { return tl_failure; }
-void set_alloc_failure(const AllocFailure& failure) { tl_failure = failure; }
-void clear_alloc_failure() { tl_failure = AllocFailure{}; }
+const AllocFailure& last_alloc_failure() {
+  return tl_failure;
+}
+void set_alloc_failure(const AllocFailure& failure) {
+  tl_failure = failure;
+}
+void clear_alloc_failure() {
+  tl_failure = AllocFailure{};
+}
 
 int64_t format_alloc_failure(const AllocFailure& f, char* buf, int64_t len) {
   BufWriter w(buf, len);

@@ -9,17 +9,17 @@ namespace achunk {
 
 enum class AllocFailKind : int {
   NONE = 0,
-  INVALID_SIZE,        // zero, negative or absurdly large request
-  SERVER_LIMIT,        // memory_limit would be exceeded even after flushing the cache
+  INVALID_SIZE,             // zero, negative or absurdly large request
+  SERVER_LIMIT,             // memory_limit would be exceeded even after flushing the cache
   PHYSICAL_MEMORY_EXHAUST,  // mmap failed (errno says why) even after flushing the cache
 };
 
 struct AllocFailure {
   AllocFailKind kind = AllocFailKind::NONE;
-  int sys_errno = 0;   // errno of the failed mmap, PHYSICAL_MEMORY_EXHAUST only
-  int64_t size = 0;    // requested bytes
-  int64_t hold = 0;    // bytes held when the request failed
-  int64_t limit = 0;   // limit in force when the request failed
+  int sys_errno = 0;  // errno of the failed mmap, PHYSICAL_MEMORY_EXHAUST only
+  int64_t size = 0;   // requested bytes
+  int64_t hold = 0;   // bytes held when the request failed
+  int64_t limit = 0;  // limit in force when the request failed
 };
 
 const char* to_string(AllocFailKind kind);

@@ -12,12 +12,7 @@ namespace achunk {
 namespace {
 
 void default_handler(ErrorKind, const void*, const char* message) {
-  char line[512];
-  BufWriter w(line, sizeof(line));
-  w.str(message).ch('\n');
-  // write(2), not stdio: the heap may be the thing that is broken.
-  const int64_t n = w.truncated() ? static_cast<int64_t>(sizeof(line)) - 1 : w.length();
-  [[maybe_unused]] ssize_t r = ::write(STDERR_FILENO, line, static_cast<size_t>(n));
+  write_stderr_line(message);
   std::abort();
 }
 
@@ -28,6 +23,14 @@ const char* kind_name(ErrorKind kind) {
 }
 
 }  // namespace
+
+void write_stderr_line(const char* message) {
+  char line[512];
+  BufWriter w(line, sizeof(line));
+  w.str(message).ch('\n');
+  const int64_t n = w.truncated() ? static_cast<int64_t>(sizeof(line)) - 1 : w.length();
+  [[maybe_unused]] ssize_t r = ::write(STDERR_FILENO, line, static_cast<size_t>(n));
+}
 
 ErrorHandler set_error_handler(ErrorHandler handler) {
   return g_handler.exchange(handler != nullptr ? handler : &default_handler);

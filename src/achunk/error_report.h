@@ -17,4 +17,8 @@ ErrorHandler set_error_handler(ErrorHandler handler);
 // Formats and delivers a report. Returns only if the installed handler returns.
 void report_error(ErrorKind kind, const void* ptr, const char* detail);
 
+// Writes `message` and a newline to stderr with write(2): no stdio, no allocation, so it
+// is safe while the heap is broken or being initialised. Long lines are cut at 510 bytes.
+void write_stderr_line(const char* message);
+
 }  // namespace achunk

@@ -1,7 +1,6 @@
 #include "achunk/global.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <mutex>
 #include <new>
@@ -10,6 +9,7 @@
 #include "achunk/alloc_failure.h"
 #include "achunk/buf_writer.h"
 #include "achunk/clock.h"
+#include "achunk/error_report.h"
 #include "achunk/linux_os.h"
 #include "achunk/spin_lock.h"
 
@@ -26,11 +26,7 @@ struct Globals {
 };
 
 void warn_to_stderr(void*, const char* message) {
-  char line[512];
-  BufWriter w(line, sizeof(line));
-  w.str(message).ch('\n');
-  const int64_t n = w.truncated() ? static_cast<int64_t>(sizeof(line)) - 1 : w.length();
-  [[maybe_unused]] ssize_t r = ::write(STDERR_FILENO, line, static_cast<size_t>(n));
+  write_stderr_line(message);
 }
 
 Globals* create_globals() {
@@ -48,7 +44,9 @@ Globals& globals() {
 
 }  // namespace
 
-AChunkMgr& global_chunk_mgr() { return globals().chunk_mgr; }
+AChunkMgr& global_chunk_mgr() {
+  return globals().chunk_mgr;
+}
 
 void* chunk_alloc(int64_t size) {
   AChunk* chunk = global_chunk_mgr().alloc_chunk(size);
@@ -95,6 +93,8 @@ int64_t last_failure_message(char* buf, int64_t len) {
   return format_alloc_failure(last_alloc_failure(), buf, len);
 }
 
-int64_t release_free_memory() { return global_chunk_mgr().sync_wash(); }
+int64_t release_free_memory() {
+  return global_chunk_mgr().sync_wash();
+}
 
 }  // namespace achunk

@@ -71,7 +71,8 @@ void* LinuxOs::map_aligned(int64_t size, int64_t align, int* err) {
     return nullptr;
   }
   const uintptr_t base = reinterpret_cast<uintptr_t>(w);
-  const uintptr_t aligned = (base + static_cast<uintptr_t>(align) - 1) & ~(static_cast<uintptr_t>(align) - 1);
+  const uintptr_t aligned =
+      (base + static_cast<uintptr_t>(align) - 1) & ~(static_cast<uintptr_t>(align) - 1);
   const int64_t head = static_cast<int64_t>(aligned - base);
   const int64_t tail = window - head - size;
   if (head > 0) ::munmap(w, static_cast<size_t>(head));

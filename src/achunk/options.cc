@@ -78,8 +78,8 @@ int64_t unit_multiplier(const char* suffix, size_t len) {
 
 }  // namespace
 
-bool parse_option_value(const OptionDef& def, const char* text, size_t len, int64_t* out,
-                        char* err, int64_t err_len) {
+bool parse_option_value(const OptionDef& def, const char* text, size_t len, int64_t* out, char* err,
+                        int64_t err_len) {
   int64_t v = 0;
   if (def.type == OptionType::BOOL) {
     if (equals(text, len, "true") || equals(text, len, "1") || equals(text, len, "on")) {

@@ -41,8 +41,8 @@ int find_option(const char* name, size_t len);
 
 // Parses text[0, len) as a value of `def`. On failure returns false and writes the
 // reason into err (NUL-terminated, never more than err_len bytes).
-bool parse_option_value(const OptionDef& def, const char* text, size_t len, int64_t* out,
-                        char* err, int64_t err_len);
+bool parse_option_value(const OptionDef& def, const char* text, size_t len, int64_t* out, char* err,
+                        int64_t err_len);
 
 // Receives each warning line (without newline); the text lives only during the call.
 using WarningSink = void (*)(void* ctx, const char* message);

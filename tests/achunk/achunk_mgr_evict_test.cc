@@ -140,10 +140,10 @@ TEST_F(AChunkMgrEvictTest, SteadyLoadKeepsWorkingSetAndExpiresSurplus) {
     for (AChunk* c : held) mgr_.free_chunk(c);
   }
   const ChunkMgrStats end = mgr_.get_stats(false);
-  EXPECT_EQ(os_.map_calls(), maps);                       // no allocation missed
+  EXPECT_EQ(os_.map_calls(), maps);  // no allocation missed
   EXPECT_EQ(end.cache_misses, start.cache_misses);
   EXPECT_EQ(end.cache_hits - start.cache_hits, 600 * K);
-  EXPECT_EQ(total_cached(), K);                            // the surplus expired
+  EXPECT_EQ(total_cached(), K);  // the surplus expired
   EXPECT_EQ(mgr_.get_expired_unmaps(), M - K);
   expect_consistent();
 }

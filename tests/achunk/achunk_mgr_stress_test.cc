@@ -39,7 +39,7 @@ TEST_F(AChunkMgrStressTest, RandomSizesAccountingReturnsToZero) {
       for (int i = 0; i < OPS; ++i) {
         if (live.size() < 8 && rng() % 3 != 0) {
           const int64_t kind = rng() % 10;
-          const int64_t size = kind < 6 ? 1 + rng() % ACHUNK_SIZE
+          const int64_t size = kind < 6   ? 1 + rng() % ACHUNK_SIZE
                                : kind < 9 ? ACHUNK_SIZE + 1 + rng() % (18 * MB)
                                           : 21 * MB + rng() % (8 * MB);
           AChunk* c = mgr_.alloc_chunk(size);

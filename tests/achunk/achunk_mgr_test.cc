@@ -169,8 +169,8 @@ TEST_F(AChunkMgrTest, LargeChunksTakeAtMostHalfTheBudget) {
 }
 
 TEST_F(AChunkMgrTest, ReusingALargeChunkReconcilesItsHold) {
-  const int64_t big = 4 * MB - ACHUNK_HEADER_SIZE;     // charges all 4 MiB
-  const int64_t small = 2 * MB + 100 * 1024;           // same 4 MiB mapping, fewer pages
+  const int64_t big = 4 * MB - ACHUNK_HEADER_SIZE;  // charges all 4 MiB
+  const int64_t small = 2 * MB + 100 * 1024;        // same 4 MiB mapping, fewer pages
   AChunk* a = mgr_.alloc_chunk(big);
   mgr_.free_chunk(a);
   AChunk* b = mgr_.alloc_chunk(small);

@@ -14,7 +14,9 @@ namespace achunk::testing {
 inline constexpr int64_t MB = int64_t{1} << 20;
 
 // Payload size whose chunk maps exactly `mb` MiB (mb even).
-inline int64_t payload_for_mb(int64_t mb) { return mb * MB - ACHUNK_HEADER_SIZE; }
+inline int64_t payload_for_mb(int64_t mb) {
+  return mb * MB - ACHUNK_HEADER_SIZE;
+}
 
 class ChunkMgrTest : public ::testing::Test {
  protected:

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -54,6 +55,32 @@ TEST(GlobalApiTest, ReleaseFreeMemoryEmptiesTheCache) {
   EXPECT_GT(global_chunk_mgr().get_freelist_hold(), 0);
   EXPECT_GT(release_free_memory(), 0);
   EXPECT_EQ(global_chunk_mgr().get_freelist_hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk
+
+namespace achunk {
+namespace {
+
+// ACHUNK_CONF is read once, when the process-wide objects are created, so the check runs
+// in a fresh child process (the threadsafe death-test style re-executes the binary).
+TEST(GlobalApiDeathTest, BadConfEntryWarnsOnceAndKeepsDefault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("ACHUNK_CONF", "memory_chunk_cache_size:lots,chunk_cache_ttl_ms:5000", 1);
+        int64_t cache = -1;
+        int64_t ttl = -1;
+        get_option("memory_chunk_cache_size", &cache);
+        get_option("chunk_cache_ttl_ms", &ttl);
+        std::exit(cache == 0 && ttl == 5000 && global_chunk_mgr().get_chunk_cache_ttl_ms() == 5000
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "^achunk: ignoring ACHUNK_CONF entry 'memory_chunk_cache_size:lots': "
+      "memory_chunk_cache_size: expected a number \\(default kept\\)\n$");
 }
 
 }  // namespace

@@ -44,9 +44,9 @@ TEST(OptionsTest, SizeSuffixes) {
   struct Case {
     const char* text;
     int64_t expect;
-  } cases[] = {{"0", 0},           {"4096", 4096},       {"4K", 4096},
-               {"4k", 4096},       {"3MB", 3 << 20},     {"3MiB", 3 << 20},
-               {"1G", 1LL << 30},  {"2T", 2LL << 40},    {"7B", 7}};
+  } cases[] = {{"0", 0},          {"4096", 4096},    {"4K", 4096},
+               {"4k", 4096},      {"3MB", 3 << 20},  {"3MiB", 3 << 20},
+               {"1G", 1LL << 30}, {"2T", 2LL << 40}, {"7B", 7}};
   for (const Case& c : cases) {
     ASSERT_TRUE(parse_option_value(def, c.text, std::string(c.text).size(), &v, err, sizeof(err)))
         << c.text << ": " << err;
