@@ -1,6 +1,7 @@
 #include "achunk/achunk_mgr.h"
 
 #include <algorithm>
+#include <mutex>
 #include <new>
 
 #include "achunk/error_report.h"
@@ -163,27 +164,26 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
 
 bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) {
   if (idx == HUGE_SLOT) return false;
-  // Reserve room under the global cap first; the reservation is exact, so concurrent
-  // frees cannot overshoot the cap.
   const int64_t cap = max_chunk_cache_size_.load(std::memory_order_relaxed);
-  if (cache_hold_.fetch_add(hold, std::memory_order_relaxed) + hold > cap) {
-    cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
-    return false;
+  // An explicit cap (below the limit) is checked and the push made under one lock, so
+  // concurrent frees cannot overshoot it; with the adaptive cap frees never meet here.
+  std::unique_lock<SpinLock> cap_guard(cap_lock_, std::defer_lock);
+  if (cap < get_limit()) {
+    cap_guard.lock();
+    if (get_freelist_hold() + hold > cap) return false;
   }
   const bool large = is_large(idx);
   if (large) {
-    // Reference rule: large chunks may take at most half of the remaining budget.
-    const int64_t used = get_used();
-    const int64_t budget = std::min(get_limit() - used, cap) / 2;
+    // Reference rule: large chunks may take at most half of the remaining budget. The
+    // chunk being freed no longer counts as used.
+    const int64_t budget = std::min(get_limit() - (get_used() - hold), cap) / 2;
     if (large_cache_hold_.fetch_add(hold, std::memory_order_relaxed) + hold > budget) {
       large_cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
-      cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
       return false;
     }
   }
   if (!slots_[idx].free_list_.push(chunk, now_us)) {
     if (large) large_cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
-    cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
     return false;
   }
   // push stamped at least now_us, so now_us is a valid lower bound for the hint.
@@ -195,9 +195,13 @@ bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) 
 }
 
 void AChunkMgr::uncache(AChunk* chunk, int idx) {
-  const int64_t hold = chunk->hold();
-  cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
-  if (is_large(idx)) large_cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
+  if (is_large(idx)) large_cache_hold_.fetch_sub(chunk->hold(), std::memory_order_relaxed);
+}
+
+int64_t AChunkMgr::get_freelist_hold() const {
+  int64_t sum = 0;
+  for (int idx = 0; idx < CACHEABLE_SLOTS; ++idx) sum += slots_[idx].free_list_.hold();
+  return sum;
 }
 
 void AChunkMgr::unmap_chunk(AChunk* chunk, int idx) {

@@ -14,6 +14,7 @@
 #include "achunk/clock.h"
 #include "achunk/options.h"
 #include "achunk/os.h"
+#include "achunk/spin_lock.h"
 
 namespace achunk {
 
@@ -55,7 +56,8 @@ class AChunkMgr {
   int64_t get_limit() const { return limit_.load(std::memory_order_relaxed); }
   int64_t get_hold() const { return hold_.load(std::memory_order_relaxed); }
   int64_t get_total_hold() const { return total_hold_.load(std::memory_order_relaxed); }
-  int64_t get_freelist_hold() const { return cache_hold_.load(std::memory_order_relaxed); }
+  // Bytes cached, summed over the slots: exact when no free or alloc is in flight.
+  int64_t get_freelist_hold() const;
   int64_t get_large_freelist_hold() const {
     return large_cache_hold_.load(std::memory_order_relaxed);
   }
@@ -119,8 +121,12 @@ class AChunkMgr {
 
   alignas(64) std::atomic<int64_t> hold_{0};
   std::atomic<int64_t> total_hold_{0};
-  alignas(64) std::atomic<int64_t> cache_hold_{0};
-  std::atomic<int64_t> large_cache_hold_{0};
+  // Cached bytes are counted per slot (each list's hold_), not in one shared counter, so
+  // threads hitting their own ways share no written cache line. An explicit cap is
+  // checked against the sum under cap_lock_; the adaptive cap needs no check because
+  // the cache is part of hold_, which the limit already bounds.
+  alignas(64) SpinLock cap_lock_;
+  std::atomic<int64_t> large_cache_hold_{0};  // reserved before a large push
 
   // Lower bound of every cached chunk's cache_ts_, so the free path can tell that nothing
   // has expired with one relaxed load. Lowered by pushes, raised by eviction scans.
