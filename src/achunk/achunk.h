@@ -47,7 +47,7 @@ struct AChunk {
   bool is_valid() const { return magic_.load(std::memory_order_relaxed) == MAGIC_CODE; }
   bool is_cached() const { return magic_.load(std::memory_order_relaxed) == CACHED_CODE; }
 
-  // Atomic so that a racing double free is a detected error rather than a data race.
+  // Atomic so that a double free racing the first free is a bug report, not a data race.
   std::atomic<uint32_t> magic_{MAGIC_CODE};
   int64_t alloc_bytes_ = 0;  // payload requested by the last alloc_chunk
   int64_t cache_ts_ = 0;     // microseconds, stamped when the chunk entered the cache

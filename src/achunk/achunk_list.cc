@@ -48,7 +48,9 @@ AChunk* AChunkList::unlink_locked(AChunk* chunk) {
 AChunk* AChunkList::pop() {
   if (empty()) return nullptr;  // the common miss costs no lock
   std::lock_guard<SpinLock> guard(lock_);
-  return tail_ != nullptr ? unlink_locked(tail_) : nullptr;
+  if (tail_ == nullptr) return nullptr;
+  add(reuses_, 1);
+  return unlink_locked(tail_);
 }
 
 AChunk* AChunkList::pop_expired(int64_t now_us, int64_t ttl_us) {

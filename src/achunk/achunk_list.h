@@ -23,7 +23,7 @@ class AChunkList {
   // Caches `chunk`, stamping its cache_ts_ with `now_us`. Refuses (returns false) when
   // the list would hold more than its cap.
   bool push(AChunk* chunk, int64_t now_us);
-  // The most recently cached chunk, or nullptr.
+  // The most recently cached chunk, for reuse (counted in reuses()), or nullptr.
   AChunk* pop();
   // The oldest chunk if it has been cached for at least `ttl_us`, else nullptr.
   AChunk* pop_expired(int64_t now_us, int64_t ttl_us);
@@ -39,6 +39,8 @@ class AChunkList {
   int64_t hold() const { return hold_.load(std::memory_order_relaxed); }
   int64_t pushes() const { return pushes_.load(std::memory_order_relaxed); }
   int64_t pops() const { return pops_.load(std::memory_order_relaxed); }
+  // Pops for reuse; counted under the lock so a cache hit costs no extra atomic RMW.
+  int64_t reuses() const { return reuses_.load(std::memory_order_relaxed); }
   int64_t count() const { return pushes() - pops(); }
   bool empty() const { return head_ts_.load(std::memory_order_relaxed) == EMPTY_TS; }
   // cache_ts_ of the oldest chunk, EMPTY_TS when the list is empty.
@@ -59,6 +61,7 @@ class AChunkList {
   std::atomic<int64_t> hold_{0};
   std::atomic<int64_t> pushes_{0};
   std::atomic<int64_t> pops_{0};
+  std::atomic<int64_t> reuses_{0};
   std::atomic<int64_t> max_hold_;
 };
 

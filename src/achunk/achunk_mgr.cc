@@ -94,20 +94,17 @@ AChunk* AChunkMgr::pop_chunk_with_size(int idx) {
 AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold) {
   // A large chunk keeps its mapping size but may have charged more or fewer pages.
   const int64_t old_hold = chunk->hold();
-  if (hold > old_hold && !try_inc_hold(hold - old_hold)) {
+  const bool charged = hold <= old_hold || try_inc_hold(hold - old_hold);
+  const bool released = hold >= old_hold || os_.release_pages(reinterpret_cast<char*>(chunk) + hold,
+                                                              old_hold - hold) == 0;
+  if (!charged || !released) {
+    bump(slots_[idx].failed_reuses_);
     unmap_chunk(chunk, idx);
     return nullptr;
   }
-  if (hold < old_hold) {
-    if (os_.release_pages(reinterpret_cast<char*>(chunk) + hold, old_hold - hold) != 0) {
-      unmap_chunk(chunk, idx);
-      return nullptr;
-    }
-    dec_hold(old_hold - hold);
-  }
+  if (hold < old_hold) dec_hold(old_hold - hold);
   chunk->alloc_bytes_ = size;
   chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
-  bump(slots_[idx].hits_);
   return chunk;
 }
 
@@ -144,10 +141,11 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
     report_error(ErrorKind::INVALID_FREE, chunk, "not the start of a chunk (not 2 MiB aligned)");
     return;
   }
-  // The CAS makes the check race-free: of two threads freeing one chunk, one wins.
-  uint32_t magic = AChunk::MAGIC_CODE;
-  if (!chunk->magic_.compare_exchange_strong(magic, AChunk::CACHED_CODE,
-                                             std::memory_order_acq_rel)) {
+  // A load and a store, not a CAS: a locked instruction here would cost more than the
+  // rest of a cache hit. Every sequential double free is caught; two threads freeing
+  // one chunk at the same instant may both pass.
+  const uint32_t magic = chunk->magic_.load(std::memory_order_relaxed);
+  if (magic != AChunk::MAGIC_CODE) {
     if (magic == AChunk::CACHED_CODE) {
       report_error(ErrorKind::DOUBLE_FREE, chunk, "chunk is already free in the chunk cache");
     } else {
@@ -155,6 +153,7 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
     }
     return;
   }
+  chunk->magic_.store(AChunk::CACHED_CODE, std::memory_order_relaxed);
   const int64_t hold = chunk->hold();
   const int idx = slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();

@@ -85,8 +85,10 @@ class AChunkMgr {
     AChunkList free_list_;
     std::atomic<int64_t> maps_{0};
     std::atomic<int64_t> unmaps_{0};
-    std::atomic<int64_t> hits_{0};
     std::atomic<int64_t> misses_{0};
+    // Reuse pops the cache then had to unmap (the hold could not be reconciled); a hit
+    // is a reuse pop that is not one of these.
+    std::atomic<int64_t> failed_reuses_{0};
   };
 
   static bool is_large(int idx) { return idx >= NORMAL_ACHUNK_NWAY && idx < HUGE_SLOT; }

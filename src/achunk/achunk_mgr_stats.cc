@@ -20,7 +20,7 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
     const int64_t unmaps = slot.unmaps_.load(std::memory_order_relaxed);
     s.total_maps += maps;
     s.total_unmaps += unmaps;
-    s.cache_hits += slot.hits_.load(std::memory_order_relaxed);
+    s.cache_hits += slot.free_list_.reuses() - slot.failed_reuses_.load(std::memory_order_relaxed);
     s.cache_misses += slot.misses_.load(std::memory_order_relaxed);
     if (idx == HUGE_SLOT) {
       s.huge_maps = maps;
