@@ -1,0 +1,218 @@
+#include "alloc/block_set.h"
+
+#include <new>
+
+namespace achunk {
+
+namespace {
+
+void set_bit(uint64_t* bits, int i) {
+  bits[i >> 6] |= uint64_t{1} << (i & 63);
+}
+void clear_bit(uint64_t* bits, int i) {
+  bits[i >> 6] &= ~(uint64_t{1} << (i & 63));
+}
+
+// Highest set bit at or below i, or -1.
+int highest_at_or_below(const uint64_t* bits, int i) {
+  for (int w = i >> 6; w >= 0; --w) {
+    uint64_t word = bits[w];
+    if (w == (i >> 6) && (i & 63) != 63) word &= (uint64_t{1} << ((i & 63) + 1)) - 1;
+    if (word != 0) return w * 64 + 63 - __builtin_clzll(word);
+  }
+  return -1;
+}
+
+// Lowest set bit at or above i, or -1.
+int lowest_at_or_above(const uint64_t* bits, int i) {
+  for (int w = i >> 6; w < 4; ++w) {
+    uint64_t word = bits[w];
+    if (w == (i >> 6)) word &= ~uint64_t{0} << (i & 63);
+    if (word != 0) return w * 64 + __builtin_ctzll(word);
+  }
+  return -1;
+}
+
+}  // namespace
+
+BlockSet::~BlockSet() {
+  while (chunks_ != nullptr) release_chunk(chunks_);
+}
+
+ABlock* BlockSet::ptr2block(const void* ptr) {
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  const int64_t offset = static_cast<const char*>(ptr) - static_cast<char*>(chunk->data());
+  if (offset < 0) return nullptr;
+  int idx = static_cast<int>(offset / ABLOCK_SIZE);
+  if (idx >= BLOCKS_PER_CHUNK) idx = BLOCKS_PER_CHUNK - 1;
+  const int head = highest_at_or_below(chunk_meta(chunk)->span_bits_, idx);
+  if (head < 0) return nullptr;
+  ABlock* block = chunk_block(chunk, head);
+  if (!block->is_valid()) return nullptr;
+  if (!block->dedicated() && head + block->nblocks_ <= idx) return nullptr;
+  return block;
+}
+
+int64_t BlockSet::span_bytes(const ABlock* block) {
+  if (block->dedicated()) return AChunk::ptr2chunk(block)->alloc_bytes_;
+  return block->nblocks_ * ABLOCK_SIZE;
+}
+
+void BlockSet::link_chunk(AChunk* chunk) {
+  chunk->prev_ = nullptr;
+  chunk->next_ = chunks_;
+  if (chunks_ != nullptr) chunks_->prev_ = chunk;
+  chunks_ = chunk;
+  hold_ += chunk->hold();
+  ++chunk_cnt_;
+}
+
+void BlockSet::release_chunk(AChunk* chunk) {
+  if (chunk->prev_ != nullptr) {
+    chunk->prev_->next_ = chunk->next_;
+  } else {
+    chunks_ = chunk->next_;
+  }
+  if (chunk->next_ != nullptr) chunk->next_->prev_ = chunk->prev_;
+  chunk->prev_ = chunk->next_ = nullptr;
+  hold_ -= chunk->hold();
+  --chunk_cnt_;
+  // Take the chunk's free spans off the lists before it leaves.
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  for (int w = 0; w < 4; ++w) {
+    for (uint64_t bits = meta->span_bits_[w]; bits != 0; bits &= bits - 1) {
+      ABlock* block = chunk_block(chunk, w * 64 + __builtin_ctzll(bits));
+      if (!block->in_use() && !block->dedicated()) remove_free(block);
+      block->magic_ = 0;  // stale headers must not validate after reuse of the chunk
+    }
+  }
+  meta->owner_ = nullptr;
+  source_.free_chunk(chunk);
+}
+
+void BlockSet::insert_free(ABlock* block) {
+  const int n = block->nblocks_;
+  block->magic_ = ABlock::MAGIC_CODE;
+  block->prev_ = nullptr;
+  block->next_ = free_lists_[n];
+  if (free_lists_[n] != nullptr) free_lists_[n]->prev_ = block;
+  free_lists_[n] = block;
+  set_bit(avail_bits_, n);
+}
+
+void BlockSet::remove_free(ABlock* block) {
+  const int n = block->nblocks_;
+  if (block->prev_ != nullptr) {
+    block->prev_->next_ = block->next_;
+  } else {
+    free_lists_[n] = block->next_;
+  }
+  if (block->next_ != nullptr) block->next_->prev_ = block->prev_;
+  block->prev_ = block->next_ = nullptr;
+  if (free_lists_[n] == nullptr) clear_bit(avail_bits_, n);
+}
+
+int BlockSet::find_free(int nblocks) const {
+  return lowest_at_or_above(avail_bits_, nblocks);
+}
+
+bool BlockSet::add_chunk() {
+  AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE);
+  if (chunk == nullptr) return false;
+  BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
+  meta->owner_ = this;
+  set_bit(meta->span_bits_, 0);
+  ABlock* block = new (chunk_block(chunk, 0)) ABlock();
+  block->nblocks_ = MAX_SPAN;
+  link_chunk(chunk);
+  insert_free(block);
+  return true;
+}
+
+ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
+  AChunk* chunk = source_.alloc_chunk(bytes);
+  if (chunk == nullptr) return nullptr;
+  BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
+  meta->owner_ = this;
+  meta->using_cnt_ = 1;
+  set_bit(meta->span_bits_, 0);
+  ABlock* block = new (chunk_block(chunk, 0)) ABlock();
+  block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
+  link_chunk(chunk);
+  used_ += chunk->hold();
+  return block;
+}
+
+ABlock* BlockSet::alloc_block(int64_t bytes) {
+  if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
+  const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
+  if (n64 > MAX_SPAN) return alloc_dedicated(bytes);
+  const int n = static_cast<int>(n64);
+  int k = find_free(n);
+  if (k < 0) {
+    if (!add_chunk()) return nullptr;
+    k = MAX_SPAN;
+  }
+  ABlock* block = free_lists_[k];
+  remove_free(block);
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  if (k > n) {
+    // Split: the tail becomes a free span of its own.
+    const int rest_idx = block_index(block) + n;
+    ABlock* rest = new (chunk_block(chunk, rest_idx)) ABlock();
+    rest->nblocks_ = k - n;
+    set_bit(meta->span_bits_, rest_idx);
+    insert_free(rest);
+  }
+  block->nblocks_ = n;
+  block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
+  ++meta->using_cnt_;
+  used_ += n * ABLOCK_SIZE;
+  return block;
+}
+
+void BlockSet::free_block(ABlock* block) {
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  if (block->dedicated()) {
+    used_ -= chunk->hold();
+    release_chunk(chunk);
+    return;
+  }
+  used_ -= block->nblocks_ * ABLOCK_SIZE;
+  if (--meta->using_cnt_ == 0) {
+    // The last span: the whole chunk goes back at once. The span is still marked in use,
+    // which tells release_chunk it is on no free list.
+    release_chunk(chunk);
+    return;
+  }
+  block->magic_ = ABlock::MAGIC_CODE;
+  int idx = block_index(block);
+  int n = block->nblocks_;
+  const int next_idx = idx + n;
+  if (next_idx < MAX_SPAN) {
+    ABlock* next = chunk_block(chunk, next_idx);
+    if (!next->in_use()) {
+      remove_free(next);
+      n += next->nblocks_;
+      next->magic_ = 0;
+      clear_bit(meta->span_bits_, next_idx);
+    }
+  }
+  if (idx > 0) {
+    const int prev_idx = highest_at_or_below(meta->span_bits_, idx - 1);
+    ABlock* prev = chunk_block(chunk, prev_idx);
+    if (!prev->in_use()) {
+      remove_free(prev);
+      n += prev->nblocks_;
+      block->magic_ = 0;
+      clear_bit(meta->span_bits_, idx);
+      block = prev;
+    }
+  }
+  block->nblocks_ = n;
+  insert_free(block);
+}
+
+}  // namespace achunk

@@ -1,0 +1,76 @@
+// Block layer: BlockSet carves chunks from a ChunkSource into spans of 8 KiB blocks.
+// Best fit by span length (one free list per length plus a bitmap), coalescing with free
+// neighbours, a dedicated chunk for spans larger than a chunk, and a chunk whose last
+// span is freed goes straight back to the source (so it enters the chunk cache and can
+// idle out). Not thread-safe: its owner serialises calls. Never allocates.
+// Depends on the chunk layer and ablock.h / chunk_source.h.
+#pragma once
+
+#include <cstdint>
+
+#include "alloc/ablock.h"
+#include "alloc/chunk_source.h"
+
+namespace achunk {
+
+class BlockSet {
+ public:
+  explicit BlockSet(ChunkSource& source) : source_(source) {}
+  // Returns every chunk still held to the source (spans still in use are the caller's leak).
+  ~BlockSet();
+  BlockSet(const BlockSet&) = delete;
+  BlockSet& operator=(const BlockSet&) = delete;
+
+  // A span with at least `bytes` bytes at block_data(), or nullptr (the source's reason is
+  // in last_alloc_failure()).
+  ABlock* alloc_block(int64_t bytes);
+  void free_block(ABlock* block);
+
+  // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
+  // no valid span header covers it.
+  static ABlock* ptr2block(const void* ptr);
+  // Usable bytes of a span.
+  static int64_t span_bytes(const ABlock* block);
+
+  int64_t hold() const { return hold_; }  // bytes of the chunks held
+  int64_t used() const { return used_; }  // bytes of spans handed out
+  int64_t chunk_count() const { return chunk_cnt_; }
+
+  // Calls f(ABlock*) for every span in use, chunk by chunk (for usage scans).
+  template <typename F>
+  void for_each_used_span(F f) const;
+
+ private:
+  static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
+
+  ABlock* alloc_dedicated(int64_t bytes);
+  bool add_chunk();
+  void link_chunk(AChunk* chunk);
+  void release_chunk(AChunk* chunk);
+  void insert_free(ABlock* block);
+  void remove_free(ABlock* block);
+  int find_free(int nblocks) const;
+
+  ChunkSource& source_;
+  AChunk* chunks_ = nullptr;  // every chunk this set holds, linked through AChunk prev_/next_
+  ABlock* free_lists_[MAX_SPAN + 1] = {};  // index: span length in blocks
+  uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty
+  int64_t hold_ = 0;
+  int64_t used_ = 0;
+  int64_t chunk_cnt_ = 0;
+};
+
+template <typename F>
+void BlockSet::for_each_used_span(F f) const {
+  for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) {
+    const BlockChunkMeta* meta = chunk_meta(chunk);
+    for (int w = 0; w < 4; ++w) {
+      for (uint64_t bits = meta->span_bits_[w]; bits != 0; bits &= bits - 1) {
+        ABlock* block = chunk_block(chunk, w * 64 + __builtin_ctzll(bits));
+        if (block->in_use()) f(block);
+      }
+    }
+  }
+}
+
+}  // namespace achunk

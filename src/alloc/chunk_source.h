@@ -1,0 +1,30 @@
+// Block layer: where a BlockSet gets its chunks. The tenant-ctx allocator implements it
+// to charge ctx and tenant limits before asking AChunkMgr; tests pass AChunkMgr through.
+// Depends on the chunk layer.
+#pragma once
+
+#include "achunk/achunk.h"
+#include "achunk/achunk_mgr.h"
+
+namespace achunk {
+
+class ChunkSource {
+ public:
+  virtual ~ChunkSource() = default;
+  // A chunk with room for `size` payload bytes, or nullptr with last_alloc_failure() set.
+  virtual AChunk* alloc_chunk(int64_t size) = 0;
+  virtual void free_chunk(AChunk* chunk) = 0;
+};
+
+// Straight to an AChunkMgr, no limits of its own.
+class DirectChunkSource final : public ChunkSource {
+ public:
+  explicit DirectChunkSource(AChunkMgr& mgr) : mgr_(mgr) {}
+  AChunk* alloc_chunk(int64_t size) override { return mgr_.alloc_chunk(size); }
+  void free_chunk(AChunk* chunk) override { mgr_.free_chunk(chunk); }
+
+ private:
+  AChunkMgr& mgr_;
+};
+
+}  // namespace achunk
