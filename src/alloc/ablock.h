@@ -36,7 +36,8 @@ static_assert(sizeof(ABlock) == 64);
 // Block-layer state of a chunk, right after the AChunk in the header region.
 struct BlockChunkMeta {
   BlockSet* owner_ = nullptr;
-  int32_t using_cnt_ = 0;  // spans in use
+  void* context_ = nullptr;  // the owner's owner (the ObjectSet), for frees by pointer
+  int32_t using_cnt_ = 0;    // spans in use
   int32_t reserved_ = 0;
   uint64_t span_bits_[4] = {};  // bit i set: a span (free or used) starts at block i
 };

@@ -121,6 +121,7 @@ bool BlockSet::add_chunk() {
   if (chunk == nullptr) return false;
   BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
   meta->owner_ = this;
+  meta->context_ = context_;
   set_bit(meta->span_bits_, 0);
   ABlock* block = new (chunk_block(chunk, 0)) ABlock();
   block->nblocks_ = MAX_SPAN;
@@ -134,6 +135,7 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
   if (chunk == nullptr) return nullptr;
   BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
   meta->owner_ = this;
+  meta->context_ = context_;
   meta->using_cnt_ = 1;
   set_bit(meta->span_bits_, 0);
   ABlock* block = new (chunk_block(chunk, 0)) ABlock();

@@ -15,7 +15,10 @@ namespace achunk {
 
 class BlockSet {
  public:
-  explicit BlockSet(ChunkSource& source) : source_(source) {}
+  // `context` is stored in every chunk's meta so a pointer leads back to the BlockSet's
+  // owner without a lookup.
+  explicit BlockSet(ChunkSource& source, void* context = nullptr)
+      : source_(source), context_(context) {}
   // Returns every chunk still held to the source (spans still in use are the caller's leak).
   ~BlockSet();
   BlockSet(const BlockSet&) = delete;
@@ -52,6 +55,7 @@ class BlockSet {
   int find_free(int nblocks) const;
 
   ChunkSource& source_;
+  void* context_;
   AChunk* chunks_ = nullptr;  // every chunk this set holds, linked through AChunk prev_/next_
   ABlock* free_lists_[MAX_SPAN + 1] = {};  // index: span length in blocks
   uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty

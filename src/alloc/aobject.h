@@ -1,0 +1,60 @@
+// Object layer: the 8-byte header before every object and the canary after it, and the
+// size classes objects are carved in. The header packs magic, state, label id and the
+// requested size into one word written with a single store, so a usage scan can read
+// it while the owner thread works. Depends on nothing above the chunk layer.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+namespace achunk {
+
+inline constexpr int64_t AOBJECT_HEADER_SIZE = 8;
+inline constexpr int64_t AOBJECT_TAIL_SIZE = 8;
+inline constexpr int64_t AOBJECT_META_SIZE = AOBJECT_HEADER_SIZE + AOBJECT_TAIL_SIZE;
+inline constexpr uint64_t AOBJECT_TAIL_MAGIC = 0x8F8F7E7E00E7F8F8ULL;
+inline constexpr int64_t AOBJECT_MAX_SIZE = (int64_t{1} << 32) - 1;  // sizes are 32-bit
+
+// Header word layout: [63:48] magic | [47:32] label id | [31:0] requested size.
+enum class ObjectState : uint16_t {
+  FREE = 0xCED0,     // a free slot of a slab
+  IN_USE = 0xCED1,   // a small object handed out
+  BIG = 0xCED3,      // a big object handed out (a span of its own)
+  ALIGNED = 0xCED5,  // an alignment pad: the low 32 bits are the offset back to the object
+};
+
+inline uint64_t make_header(ObjectState state, uint16_t label, uint32_t size) {
+  return (uint64_t{static_cast<uint16_t>(state)} << 48) | (uint64_t{label} << 32) | size;
+}
+inline ObjectState header_state(uint64_t h) {
+  return static_cast<ObjectState>(h >> 48);
+}
+inline uint16_t header_label(uint64_t h) {
+  return static_cast<uint16_t>(h >> 32);
+}
+inline uint32_t header_size(uint64_t h) {
+  return static_cast<uint32_t>(h);
+}
+
+// The header word of the object whose user pointer is `ptr`.
+inline uint64_t* header_of(void* ptr) {
+  return reinterpret_cast<uint64_t*>(static_cast<char*>(ptr) - AOBJECT_HEADER_SIZE);
+}
+inline uint64_t load_header(void* ptr) {
+  return std::atomic_ref<uint64_t>(*header_of(ptr)).load(std::memory_order_relaxed);
+}
+inline void store_header(void* ptr, uint64_t h) {
+  std::atomic_ref<uint64_t>(*header_of(ptr)).store(h, std::memory_order_relaxed);
+}
+
+inline void write_tail(void* ptr, uint32_t size) {
+  std::memcpy(static_cast<char*>(ptr) + size, &AOBJECT_TAIL_MAGIC, sizeof(AOBJECT_TAIL_MAGIC));
+}
+inline bool tail_intact(const void* ptr, uint32_t size) {
+  uint64_t tail;
+  std::memcpy(&tail, static_cast<const char*>(ptr) + size, sizeof(tail));
+  return tail == AOBJECT_TAIL_MAGIC;
+}
+
+}  // namespace achunk

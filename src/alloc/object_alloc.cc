@@ -1,0 +1,120 @@
+// ObjectSet's object paths: alloc (small through the thread heap, big as its own span),
+// free from any thread, in-place resize, and the usage scan.
+#include <mutex>
+#include <new>
+
+#include "alloc/object_set.h"
+#include "alloc/thread_heap.h"
+
+namespace achunk {
+
+namespace {
+
+// A big object's user pointer sits 16 bytes into its span: header at 8, 16-aligned user.
+constexpr int64_t BIG_OFFSET = 2 * AOBJECT_HEADER_SIZE;
+
+void* slot_start_user(ABlock* block) {
+  return static_cast<char*>(block_data(block)) + BIG_OFFSET;
+}
+
+}  // namespace
+
+void* ObjectSet::alloc(int64_t size, uint16_t label) {
+  if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
+  ThreadHeap* heap = heap_for_this_thread();
+  void* p = heap != nullptr ? heap->alloc(size_class_of(size)) : nullptr;
+  if (p == nullptr) return nullptr;
+  store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+  write_tail(p, static_cast<uint32_t>(size));
+  return p;
+}
+
+void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
+  std::lock_guard<SpinLock> guard(lock_);  // a usage scan must see the header written
+  ABlock* block = block_set_.alloc_block(BIG_OFFSET + size + AOBJECT_TAIL_SIZE);
+  if (block == nullptr) return nullptr;
+  Slab* slab = new (block->owner_area_) Slab();
+  slab->sc_ = Slab::BIG;
+  void* p = slot_start_user(block);
+  store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
+  write_tail(p, static_cast<uint32_t>(size));
+  return p;
+}
+
+void ObjectSet::free(void* ptr) {
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  Slab* slab = slab_of(block);
+  ObjectSet* set = owner_of(ptr);
+  if (slab->sc_ == Slab::BIG) {
+    store_header(ptr, make_header(ObjectState::FREE, 0, 0));
+    set->release_slab(block);
+    return;
+  }
+  store_header(ptr, make_header(ObjectState::FREE, 0, 0));
+  ThreadHeap* me = set->existing_heap();
+  if (me != nullptr && slab->owner_.load(std::memory_order_acquire) == me) {
+    me->free_local(block, slab, ptr);
+    return;
+  }
+  // Another thread's slab (or an abandoned one): a lock-free push its owner collects.
+  void* head = slab->remote_free_.load(std::memory_order_relaxed);
+  do {
+    *static_cast<void**>(ptr) = head;
+  } while (!slab->remote_free_.compare_exchange_weak(head, ptr, std::memory_order_release,
+                                                     std::memory_order_relaxed));
+}
+
+int64_t ObjectSet::usable_size(void* ptr) {
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  const Slab* slab = slab_of(block);
+  if (slab->sc_ == Slab::BIG) {
+    return BlockSet::span_bytes(block) - BIG_OFFSET - AOBJECT_TAIL_SIZE;
+  }
+  return class_slot_size(slab->sc_) - AOBJECT_META_SIZE;
+}
+
+bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
+  if (new_size <= 0 || new_size > usable_size(ptr)) return false;
+  const uint64_t h = load_header(ptr);
+  store_header(ptr, make_header(header_state(h), header_label(h), static_cast<uint32_t>(new_size)));
+  write_tail(ptr, static_cast<uint32_t>(new_size));
+  return true;
+}
+
+int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
+  int n = 0;
+  *total = LabelUsage{};
+  auto account = [&](uint64_t h, int64_t hold, bool big) {
+    const uint16_t label = header_label(h);
+    int i = 0;
+    while (i < n && out[i].label != label) ++i;
+    if (i == n) {
+      if (n == cap) return;  // more labels than room: the total still counts it
+      out[n++] = LabelUsage{label, 0, 0, 0, 0};
+    }
+    for (LabelUsage* u : {&out[i], total}) {
+      u->hold += hold;
+      u->used += header_size(h);
+      u->count += 1;
+      u->blocks += big ? 1 : 0;
+    }
+  };
+  std::lock_guard<SpinLock> guard(lock_);
+  block_set_.for_each_used_span([&](ABlock* block) {
+    const Slab* slab = slab_of(block);
+    if (slab->sc_ == Slab::HEAP) return;
+    if (slab->sc_ == Slab::BIG) {
+      account(load_header(slot_start_user(block)), BlockSet::span_bytes(block), true);
+      return;
+    }
+    const int64_t slot = class_slot_size(slab->sc_);
+    char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+    for (int i = 0; i < slab->capacity_; ++i, user += slot) {
+      const uint64_t h = load_header(user);
+      if (header_state(h) == ObjectState::IN_USE) account(h, slot, false);
+    }
+  });
+  return n;
+}
+
+}  // namespace achunk

@@ -1,0 +1,202 @@
+#include "alloc/object_set.h"
+
+#include <pthread.h>
+
+#include <mutex>
+#include <new>
+
+#include "achunk/tls.h"
+#include "alloc/thread_heap.h"
+
+namespace achunk {
+
+namespace {
+
+// Live sets by index, and a generation per index so a thread's cached heap pointer for a
+// destroyed set is recognised as stale even after the index is reused.
+std::atomic<ObjectSet*> g_sets[ObjectSet::MAX_SETS];
+std::atomic<uint32_t> g_generation[ObjectSet::MAX_SETS];
+SpinLock g_sets_lock;
+
+ACHUNK_TLS ThreadHeap* tl_heaps[ObjectSet::MAX_SETS];
+ACHUNK_TLS uint32_t tl_generation[ObjectSet::MAX_SETS];
+
+pthread_key_t g_exit_key;
+std::once_flag g_exit_key_once;
+
+// Thread exit: hand every heap of the thread back to its set. pthread keys (not a
+// thread_local destructor) because registering those may call malloc.
+void on_thread_exit(void*) {
+  for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
+    ThreadHeap* heap = tl_heaps[i];
+    if (heap == nullptr) continue;
+    tl_heaps[i] = nullptr;
+    if (tl_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
+    if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
+  }
+}
+
+void arm_thread_exit() {
+  std::call_once(g_exit_key_once, [] { pthread_key_create(&g_exit_key, &on_thread_exit); });
+  // Any non-null value makes the destructor run at exit.
+  if (pthread_getspecific(g_exit_key) == nullptr) pthread_setspecific(g_exit_key, &g_exit_key);
+}
+
+}  // namespace
+
+ObjectSet::ObjectSet(ChunkSource& source) : block_set_(source, this) {
+  std::lock_guard<SpinLock> guard(g_sets_lock);
+  for (int i = 0; i < MAX_SETS; ++i) {
+    if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {
+      index_ = i;
+      g_sets[i].store(this, std::memory_order_release);
+      return;
+    }
+  }
+  // Out of indices: the set still works, but every alloc takes the shared slow path.
+}
+
+ObjectSet::~ObjectSet() {
+  if (index_ >= 0) {
+    std::lock_guard<SpinLock> guard(g_sets_lock);
+    g_generation[index_].fetch_add(1, std::memory_order_acq_rel);
+    g_sets[index_].store(nullptr, std::memory_order_release);
+  }
+  // block_set_'s destructor returns every chunk, heaps and live objects included.
+}
+
+ThreadHeap* ObjectSet::existing_heap() const {
+  if (index_ < 0) return nullptr;
+  ThreadHeap* heap = tl_heaps[index_];
+  if (heap == nullptr) return nullptr;
+  return tl_generation[index_] == g_generation[index_].load(std::memory_order_relaxed) ? heap
+                                                                                       : nullptr;
+}
+
+ThreadHeap* ObjectSet::heap_for_this_thread() {
+  if (index_ < 0) return nullptr;
+  const uint32_t gen = g_generation[index_].load(std::memory_order_relaxed);
+  ThreadHeap* heap = tl_heaps[index_];
+  if (heap != nullptr && tl_generation[index_] == gen) return heap;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    ABlock* block = block_set_.alloc_block(sizeof(ThreadHeap));
+    if (block == nullptr) return nullptr;
+    new (block->owner_area_) Slab();
+    slab_of(block)->sc_ = Slab::HEAP;  // not a slab: usage scans skip it
+    heap = new (block_data(block)) ThreadHeap(this);
+  }
+  tl_heaps[index_] = heap;
+  tl_generation[index_] = gen;
+  arm_thread_exit();
+  return heap;
+}
+
+void ObjectSet::flush_thread_heap() {
+  if (ThreadHeap* heap = existing_heap()) {
+    tl_heaps[index_] = nullptr;
+    abandon(heap);
+  }
+}
+
+void ObjectSet::abandon(ThreadHeap* heap) {
+  std::lock_guard<SpinLock> guard(lock_);
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    ABlock* block = heap->slabs_[sc];
+    while (block != nullptr) {
+      ABlock* next = block->next_;
+      Slab* slab = slab_of(block);
+      slab->owner_.store(nullptr, std::memory_order_release);
+      ThreadHeap::collect(slab);
+      if (slab->used_ == 0) {
+        block_set_.free_block(block);
+      } else {
+        block->prev_ = nullptr;
+        block->next_ = abandoned_[sc];
+        if (abandoned_[sc] != nullptr) abandoned_[sc]->prev_ = block;
+        abandoned_[sc] = block;
+      }
+      block = next;
+    }
+  }
+  block_set_.free_block(BlockSet::ptr2block(heap));
+  reclaim_abandoned_locked();
+}
+
+void ObjectSet::reclaim_abandoned_locked() {
+  // Abandoned slabs whose objects were all freed since have no owner to notice; gather
+  // their remote frees here and give the empty ones back.
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    for (ABlock* block = abandoned_[sc]; block != nullptr;) {
+      ABlock* next = block->next_;
+      Slab* slab = slab_of(block);
+      ThreadHeap::collect(slab);
+      if (slab->used_ == 0) {
+        if (block->prev_ != nullptr) {
+          block->prev_->next_ = next;
+        } else {
+          abandoned_[sc] = next;
+        }
+        if (next != nullptr) next->prev_ = block->prev_;
+        block_set_.free_block(block);
+      }
+      block = next;
+    }
+  }
+}
+
+ABlock* ObjectSet::new_slab(int sc, ThreadHeap* owner) {
+  // All of it under the lock: a usage scan must never see a slab half carved.
+  std::lock_guard<SpinLock> guard(lock_);
+  ABlock* block = block_set_.alloc_block(SLAB_SIZE);
+  if (block == nullptr) return nullptr;
+  Slab* slab = new (block->owner_area_) Slab();
+  const int64_t slot = class_slot_size(sc);
+  // Slots start 8 bytes into the span so user pointers (after the 8-byte header) are
+  // 16-byte aligned; every slot starts out FREE so a usage scan never reads garbage.
+  char* base = static_cast<char*>(block_data(block)) + AOBJECT_HEADER_SIZE;
+  const int count = static_cast<int>((SLAB_SIZE - AOBJECT_HEADER_SIZE) / slot);
+  void* head = nullptr;
+  for (int i = count - 1; i >= 0; --i) {
+    char* user = base + i * slot + AOBJECT_HEADER_SIZE;
+    store_header(user, make_header(ObjectState::FREE, 0, 0));
+    *reinterpret_cast<void**>(user) = head;
+    head = user;
+  }
+  slab->local_free_ = head;
+  slab->sc_ = static_cast<uint16_t>(sc);
+  slab->capacity_ = static_cast<uint16_t>(count);
+  slab->owner_.store(owner, std::memory_order_release);
+  return block;
+}
+
+ABlock* ObjectSet::adopt_slab(int sc, ThreadHeap* owner) {
+  std::lock_guard<SpinLock> guard(lock_);
+  ABlock* block = abandoned_[sc];
+  if (block == nullptr) return nullptr;
+  abandoned_[sc] = block->next_;
+  if (block->next_ != nullptr) block->next_->prev_ = nullptr;
+  slab_of(block)->owner_.store(owner, std::memory_order_release);
+  return block;
+}
+
+void ObjectSet::release_slab(ABlock* block) {
+  std::lock_guard<SpinLock> guard(lock_);
+  block_set_.free_block(block);
+}
+
+ObjectSet* ObjectSet::owner_of(void* ptr) {
+  return static_cast<ObjectSet*>(chunk_meta(AChunk::ptr2chunk(ptr))->context_);
+}
+
+int64_t ObjectSet::hold() {
+  std::lock_guard<SpinLock> guard(lock_);
+  return block_set_.hold();
+}
+
+int64_t ObjectSet::span_used() {
+  std::lock_guard<SpinLock> guard(lock_);
+  return block_set_.used();
+}
+
+}  // namespace achunk

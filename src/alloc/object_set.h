@@ -1,0 +1,109 @@
+// Object layer: ObjectSet serves objects of one (tenant, ctx) allocator. Small objects
+// come from size-class slabs (64 KiB spans of a BlockSet); each slab belongs to one
+// thread's ThreadHeap, which allocates and frees on it without atomics or locks. A free
+// from another thread pushes onto the slab's lock-free remote list; the owning heap
+// collects those lists when its current slab runs dry (no back-pointers to a heap, so a
+// thread may exit at any moment without leaving dangling references). Big
+// objects get a span (or a chunk) of their own. A thread's slabs are abandoned to the
+// set when it exits and adopted by the next heap that needs that class.
+// Depends on the block layer (BlockSet), aobject.h, size_class.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "achunk/spin_lock.h"
+#include "alloc/block_set.h"
+#include "alloc/size_class.h"
+
+namespace achunk {
+
+class ThreadHeap;
+class ObjectSet;
+
+// A slab's state, kept in its ABlock's owner area.
+struct Slab {
+  static constexpr uint16_t BIG = 0xFFFF;   // sc_ of a span holding one big object
+  static constexpr uint16_t HEAP = 0xFFFE;  // sc_ of a span holding a ThreadHeap
+
+  std::atomic<ThreadHeap*> owner_{nullptr};  // nullptr: abandoned to the set
+  void* local_free_ = nullptr;               // owner only: free slots (user pointers)
+  std::atomic<void*> remote_free_{nullptr};  // other threads' frees
+  int32_t used_ = 0;                         // owner only: objects out, net of frees seen
+  uint16_t sc_ = 0;
+  uint16_t capacity_ = 0;
+};
+static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
+
+inline Slab* slab_of(ABlock* block) {
+  return reinterpret_cast<Slab*>(block->owner_area_);
+}
+inline ABlock* block_of(Slab* slab) {
+  return reinterpret_cast<ABlock*>(reinterpret_cast<char*>(slab) - offsetof(ABlock, owner_area_));
+}
+
+// Per-label usage found by a scan.
+struct LabelUsage {
+  uint16_t label = 0;
+  int64_t hold = 0;  // slot or span bytes
+  int64_t used = 0;  // requested bytes
+  int64_t count = 0;
+  int64_t blocks = 0;  // big-object spans (slabs are shared between labels)
+};
+
+class ObjectSet {
+ public:
+  static constexpr int MAX_SETS = 256;
+
+  explicit ObjectSet(ChunkSource& source);
+  // Frees everything, live objects included (they are the caller's leak).
+  ~ObjectSet();
+  ObjectSet(const ObjectSet&) = delete;
+  ObjectSet& operator=(const ObjectSet&) = delete;
+
+  // `size` bytes (0 < size <= AOBJECT_MAX_SIZE), 16-byte aligned, or nullptr with
+  // last_alloc_failure() set by the chunk source.
+  void* alloc(int64_t size, uint16_t label);
+  // Frees an object of any ObjectSet from any thread; the caller validated the header.
+  static void free(void* ptr);
+  // Bytes the object at `ptr` can grow to in place.
+  static int64_t usable_size(void* ptr);
+  // Changes the requested size of an object in place when its slot or span allows;
+  // returns false (object unchanged) otherwise.
+  static bool resize_in_place(void* ptr, int64_t new_size);
+  // The set an object belongs to.
+  static ObjectSet* owner_of(void* ptr);
+
+  // Bytes of the chunks this set holds, and of spans in use (slabs + big objects).
+  int64_t hold();
+  int64_t span_used();
+  // Scans every object in use; fills up to `cap` entries, one per label, and returns the
+  // number of labels found. Also sums all objects into *total.
+  int scan_usage(LabelUsage* out, int cap, LabelUsage* total);
+
+  // The calling thread's heap for this set, created on first use (nullptr if that fails).
+  ThreadHeap* heap_for_this_thread();
+  // The calling thread's heap if it already has one.
+  ThreadHeap* existing_heap() const;
+  int index() const { return index_; }
+  // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
+  // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
+  // callers may also run it when a thread goes idle.
+  void flush_thread_heap();
+  void abandon(ThreadHeap* heap);
+
+ private:
+  friend class ThreadHeap;
+  ABlock* new_slab(int sc, ThreadHeap* owner);
+  ABlock* adopt_slab(int sc, ThreadHeap* owner);
+  void release_slab(ABlock* block);
+  void reclaim_abandoned_locked();
+  void* alloc_big(int64_t size, uint16_t label);
+
+  BlockSet block_set_;
+  SpinLock lock_;  // guards block_set_ and abandoned_
+  ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
+  int index_ = -1;
+};
+
+}  // namespace achunk

@@ -1,0 +1,40 @@
+// Object layer: the size classes small objects are carved in. A slot holds the 8-byte
+// header, the user bytes and the 8-byte tail canary, and is a multiple of 16 so every
+// user pointer is 16-byte aligned. Classes step by 16 bytes up to 128 and by a quarter
+// of the power of two above (at most 25% internal waste). Depends on aobject.h.
+#pragma once
+
+#include <cstdint>
+
+#include "alloc/aobject.h"
+
+namespace achunk {
+
+inline constexpr int64_t SMALL_SLOT_MAX = 16384;
+inline constexpr int64_t SMALL_OBJECT_MAX = SMALL_SLOT_MAX - AOBJECT_META_SIZE;
+inline constexpr int64_t SLAB_SIZE = 64 << 10;  // every slab spans 8 blocks
+
+// Class table: 32..128 by 16 (7 classes), then 4 per doubling up to 16384 (28 classes).
+inline constexpr int SIZE_CLASS_COUNT = 7 + 4 * 7;
+
+constexpr int64_t class_slot_size(int sc) {
+  if (sc < 7) return 32 + 16 * sc;
+  const int k = sc - 7;  // 0 -> 160
+  const int64_t base = int64_t{128} << (k / 4);
+  return base + (base / 4) * (k % 4 + 1);
+}
+static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
+
+// Smallest class whose slot holds `size` user bytes plus the meta; size <= SMALL_OBJECT_MAX.
+inline int size_class_of(int64_t size) {
+  const int64_t slot = size + AOBJECT_META_SIZE;
+  if (slot <= 128) return slot <= 32 ? 0 : static_cast<int>((slot - 32 + 15) / 16);
+  // Above 128: the power of two below slot-1 picks the group, the quarter the step.
+  const int lg = 63 - __builtin_clzll(static_cast<uint64_t>(slot - 1));  // 2^lg < slot
+  const int64_t base = int64_t{1} << lg;
+  const int64_t step = base / 4;
+  const int quarter = static_cast<int>((slot - base + step - 1) / step);  // 1..4
+  return 7 + (lg - 7) * 4 + quarter - 1;
+}
+
+}  // namespace achunk

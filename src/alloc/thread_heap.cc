@@ -1,0 +1,77 @@
+#include "alloc/thread_heap.h"
+
+namespace achunk {
+
+void ThreadHeap::collect(Slab* slab) {
+  void* list = slab->remote_free_.exchange(nullptr, std::memory_order_acquire);
+  while (list != nullptr) {
+    void* next = *static_cast<void**>(list);
+    *static_cast<void**>(list) = slab->local_free_;
+    slab->local_free_ = list;
+    --slab->used_;
+    list = next;
+  }
+}
+
+void ThreadHeap::link(int sc, ABlock* block) {
+  block->prev_ = nullptr;
+  block->next_ = slabs_[sc];
+  if (slabs_[sc] != nullptr) slabs_[sc]->prev_ = block;
+  slabs_[sc] = block;
+}
+
+void ThreadHeap::unlink(int sc, ABlock* block) {
+  if (block->prev_ != nullptr) {
+    block->prev_->next_ = block->next_;
+  } else {
+    slabs_[sc] = block->next_;
+  }
+  if (block->next_ != nullptr) block->next_->prev_ = block->prev_;
+  block->prev_ = block->next_ = nullptr;
+  if (current_[sc] == block) current_[sc] = nullptr;
+}
+
+void ThreadHeap::free_local(ABlock* block, Slab* slab, void* p) {
+  *static_cast<void**>(p) = slab->local_free_;
+  slab->local_free_ = p;
+  if (--slab->used_ == 0 && block != current_[slab->sc_]) {
+    unlink(slab->sc_, block);
+    set_->release_slab(block);
+  }
+}
+
+void* ThreadHeap::alloc_slow(int sc) {
+  // Gather other threads' frees on every slab of the class: keep the first slab with
+  // room as current, give empty ones back (the current one stays, to avoid churn).
+  ABlock* found = nullptr;
+  for (ABlock* block = slabs_[sc]; block != nullptr;) {
+    ABlock* next = block->next_;
+    Slab* slab = slab_of(block);
+    collect(slab);
+    if (slab->used_ == 0 && found != nullptr && block != current_[sc]) {
+      unlink(sc, block);
+      set_->release_slab(block);
+    } else if (found == nullptr && slab->local_free_ != nullptr) {
+      found = block;
+    }
+    block = next;
+  }
+  if (found == nullptr) {
+    found = set_->adopt_slab(sc, this);
+    if (found != nullptr) collect(slab_of(found));
+    if (found == nullptr || slab_of(found)->local_free_ == nullptr) {
+      if (found != nullptr) link(sc, found);  // adopted but full: keep it, look further
+      found = set_->new_slab(sc, this);
+      if (found == nullptr) return nullptr;
+    }
+    link(sc, found);
+  }
+  current_[sc] = found;
+  Slab* slab = slab_of(found);
+  void* p = slab->local_free_;
+  slab->local_free_ = *static_cast<void**>(p);
+  ++slab->used_;
+  return p;
+}
+
+}  // namespace achunk

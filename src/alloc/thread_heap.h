@@ -1,0 +1,49 @@
+// Object layer: ThreadHeap, one thread's slabs of one ObjectSet. Only its thread touches
+// it, so the common alloc and free are a few plain loads and stores. Other threads only
+// compare a slab's owner with their own heap, never dereference it, so a heap can be
+// freed the moment its thread gives it back.
+// Depends on object_set.h.
+#pragma once
+
+#include <atomic>
+
+#include "alloc/object_set.h"
+
+namespace achunk {
+
+class ThreadHeap {
+ public:
+  explicit ThreadHeap(ObjectSet* set) : set_(set) {}
+
+  // A free slot of class sc (the caller writes header and tail), or nullptr.
+  void* alloc(int sc) {
+    ABlock* block = current_[sc];
+    if (block != nullptr) {
+      Slab* slab = slab_of(block);
+      if (void* p = slab->local_free_) {
+        slab->local_free_ = *static_cast<void**>(p);
+        ++slab->used_;
+        return p;
+      }
+    }
+    return alloc_slow(sc);
+  }
+  // A free of an object on one of this heap's own slabs.
+  void free_local(ABlock* block, Slab* slab, void* p);
+
+  ObjectSet* set() const { return set_; }
+
+ private:
+  friend class ObjectSet;
+  void* alloc_slow(int sc);
+  // Moves the slab's remote frees to its local list.
+  static void collect(Slab* slab);
+  void link(int sc, ABlock* block);
+  void unlink(int sc, ABlock* block);
+
+  ObjectSet* set_;
+  ABlock* current_[SIZE_CLASS_COUNT] = {};
+  ABlock* slabs_[SIZE_CLASS_COUNT] = {};  // all slabs of a class, linked via ABlock prev_/next_
+};
+
+}  // namespace achunk

@@ -1,0 +1,189 @@
+#include "alloc/object_set.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "achunk/chunk_mgr_fixture.h"
+#include "alloc/label.h"
+#include "alloc/size_class.h"
+
+namespace achunk::testing {
+namespace {
+
+TEST(SizeClassTest, EveryRequestGetsTheSmallestSlotThatFits) {
+  for (int64_t size = 1; size <= SMALL_OBJECT_MAX; ++size) {
+    const int sc = size_class_of(size);
+    ASSERT_GE(sc, 0);
+    ASSERT_LT(sc, SIZE_CLASS_COUNT);
+    ASSERT_GE(class_slot_size(sc), size + AOBJECT_META_SIZE) << size;
+    if (sc > 0) {
+      ASSERT_LT(class_slot_size(sc - 1), size + AOBJECT_META_SIZE) << size;
+    }
+    ASSERT_EQ(class_slot_size(sc) % 16, 0);
+  }
+  EXPECT_EQ(class_slot_size(size_class_of(64)), 80);  // 64 B objects: 25% meta
+}
+
+TEST(LabelTest, InternsOnceAndCuts) {
+  const uint16_t a = label_id("SqlExecutor");
+  EXPECT_EQ(label_id("SqlExecutor"), a);
+  EXPECT_STREQ(label_name(a), "SqlExecutor");
+  const uint16_t long_id = label_id("AVeryLongLabelNameIndeed");
+  EXPECT_STREQ(label_name(long_id), "AVeryLongLabelN");
+  EXPECT_STREQ(label_name(label_id(nullptr)), "unlabeled");
+}
+
+class ObjectSetTest : public ChunkMgrTest {
+ protected:
+  DirectChunkSource source_{mgr_};
+};
+
+TEST_F(ObjectSetTest, SmallObjectsAreAlignedWithHeaderAndTail) {
+  ObjectSet set(source_);
+  const uint16_t label = label_id("t_small");
+  std::vector<void*> ptrs;
+  for (int64_t size : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{64}, int64_t{100},
+                       int64_t{1000}, int64_t{5000}, SMALL_OBJECT_MAX}) {
+    void* p = set.alloc(size, label);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u) << size;
+    const uint64_t h = load_header(p);
+    EXPECT_EQ(header_state(h), ObjectState::IN_USE);
+    EXPECT_EQ(header_size(h), size);
+    EXPECT_EQ(header_label(h), label);
+    EXPECT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+    EXPECT_GE(ObjectSet::usable_size(p), size);
+    std::memset(p, 0x33, static_cast<size_t>(size));
+    EXPECT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+    EXPECT_EQ(ObjectSet::owner_of(p), &set);
+    ptrs.push_back(p);
+  }
+  for (void* p : ptrs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+TEST_F(ObjectSetTest, BigObjectsGetTheirOwnSpan) {
+  ObjectSet set(source_);
+  void* mid = set.alloc(100 * 1024, label_id("t_big"));
+  void* huge = set.alloc(5 * MB, label_id("t_big"));
+  ASSERT_NE(mid, nullptr);
+  ASSERT_NE(huge, nullptr);
+  EXPECT_EQ(header_state(load_header(huge)), ObjectState::BIG);
+  std::memset(huge, 1, 5 * MB);
+  EXPECT_TRUE(ObjectSet::resize_in_place(mid, 100 * 1024 + 10));
+  EXPECT_FALSE(ObjectSet::resize_in_place(mid, 10 * MB));
+  EXPECT_EQ(header_size(load_header(mid)), 100 * 1024 + 10);
+  ObjectSet::free(mid);
+  ObjectSet::free(huge);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, ReuseIsLifoWithinASlab) {
+  ObjectSet set(source_);
+  void* a = set.alloc(64, 0);
+  ObjectSet::free(a);
+  EXPECT_EQ(set.alloc(64, 0), a);
+  ObjectSet::free(a);
+}
+
+TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
+  ObjectSet set(source_);
+  const uint16_t x = label_id("t_scan_x");
+  const uint16_t y = label_id("t_scan_y");
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 10; ++i) ptrs.push_back(set.alloc(64, x));
+  for (int i = 0; i < 3; ++i) ptrs.push_back(set.alloc(50 * 1024, y));
+  ObjectSet::free(ptrs[0]);
+  LabelUsage usage[8];
+  LabelUsage total;
+  const int n = set.scan_usage(usage, 8, &total);
+  ASSERT_EQ(n, 2);
+  std::map<uint16_t, LabelUsage> by_label;
+  for (int i = 0; i < n; ++i) by_label[usage[i].label] = usage[i];
+  EXPECT_EQ(by_label[x].count, 9);
+  EXPECT_EQ(by_label[x].used, 9 * 64);
+  EXPECT_EQ(by_label[x].hold, 9 * 80);
+  EXPECT_EQ(by_label[y].count, 3);
+  EXPECT_EQ(by_label[y].used, 3 * 50 * 1024);
+  EXPECT_EQ(by_label[y].blocks, 3);
+  EXPECT_EQ(total.count, 12);
+  for (size_t i = 1; i < ptrs.size(); ++i) ObjectSet::free(ptrs[i]);
+}
+
+TEST_F(ObjectSetTest, CrossThreadFreesAreCollectedByTheOwner) {
+  ObjectSet set(source_);
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 5000; ++i) ptrs.push_back(set.alloc(64, 0));
+  std::thread consumer([&] {
+    for (void* p : ptrs) ObjectSet::free(p);
+  });
+  consumer.join();
+  // The owner collects the remote frees when it runs short and reuses those slots.
+  const int64_t hold = set.hold();
+  for (int i = 0; i < 5000; ++i) ptrs[i] = set.alloc(64, 0);
+  EXPECT_EQ(set.hold(), hold);
+  for (void* p : ptrs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, ThreadExitAbandonsSlabsAndAnotherThreadAdoptsThem) {
+  ObjectSet set(source_);
+  std::vector<void*> ptrs;
+  std::thread producer([&] {
+    for (int i = 0; i < 3000; ++i) ptrs.push_back(set.alloc(200, 0));
+  });
+  producer.join();  // its heap is gone; its slabs hold live objects
+  const int64_t hold = set.hold();
+  for (size_t i = 0; i < ptrs.size(); i += 2) ObjectSet::free(ptrs[i]);
+  // This thread adopts the abandoned slabs and fills the holes before mapping more.
+  std::vector<void*> more;
+  for (size_t i = 0; i < ptrs.size() / 2 - 100; ++i) more.push_back(set.alloc(200, 0));
+  EXPECT_LE(set.hold(), hold + 8 * 1024);  // at most this thread's heap block more
+  for (size_t i = 1; i < ptrs.size(); i += 2) ObjectSet::free(ptrs[i]);
+  for (void* p : more) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
+  ObjectSet set(source_);
+  std::mt19937 rng(9);
+  std::map<void*, std::pair<int64_t, unsigned char>> live;
+  for (int step = 0; step < 30000; ++step) {
+    if (live.size() < 500 && rng() % 2 == 0) {
+      const int64_t size = rng() % 50 == 0 ? 1 + rng() % (3 * MB) : 1 + rng() % 3000;
+      void* p = set.alloc(size, 0);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ(live.count(p), 0u);
+      const unsigned char fill = static_cast<unsigned char>(rng());
+      std::memset(p, fill, static_cast<size_t>(size));
+      live[p] = {size, fill};
+    } else if (!live.empty()) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      const auto [size, fill] = it->second;
+      const unsigned char* p = static_cast<unsigned char*>(it->first);
+      ASSERT_EQ(p[0], fill);
+      ASSERT_EQ(p[size - 1], fill);
+      ASSERT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+      ObjectSet::free(it->first);
+      live.erase(it);
+    }
+  }
+  for (auto& [p, info] : live) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing
