@@ -17,6 +17,12 @@ const char* to_string(AllocFailKind kind) {
       return "NONE";
     case AllocFailKind::INVALID_SIZE:
       return "INVALID_SIZE";
+    case AllocFailKind::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case AllocFailKind::CTX_LIMIT:
+      return "CTX_HOLD_REACH_LIMIT";
+    case AllocFailKind::TENANT_LIMIT:
+      return "TENANT_HOLD_REACH_LIMIT";
     case AllocFailKind::SERVER_LIMIT:
       return "SERVER_HOLD_REACH_LIMIT";
     case AllocFailKind::PHYSICAL_MEMORY_EXHAUST:
@@ -48,7 +54,16 @@ int64_t format_alloc_failure(const AllocFailure& f, char* buf, int64_t len) {
       w.str(" errno=").num(f.sys_errno).str(" (").str(std::strerror(f.sys_errno)).str(")");
       break;
     case AllocFailKind::INVALID_SIZE:
-      w.str(" (size must be in [1, 64 TiB])");
+      w.str(" (size out of range)");
+      break;
+    case AllocFailKind::INVALID_ARGUMENT:
+      w.str(" (bad ctx id or alignment, or the tenant table is full)");
+      break;
+    case AllocFailKind::CTX_LIMIT:
+      w.str(" (the ctx limit of the tenant)");
+      break;
+    case AllocFailKind::TENANT_LIMIT:
+      w.str(" (the tenant limit)");
       break;
     case AllocFailKind::NONE:
       break;

@@ -10,6 +10,9 @@ namespace achunk {
 enum class AllocFailKind : int {
   NONE = 0,
   INVALID_SIZE,             // zero, negative or absurdly large request
+  INVALID_ARGUMENT,         // a bad ctx id or alignment, or no room for another tenant
+  CTX_LIMIT,                // the (tenant, ctx) limit would be exceeded
+  TENANT_LIMIT,             // the tenant limit would be exceeded
   SERVER_LIMIT,             // memory_limit would be exceeded even after flushing the cache
   PHYSICAL_MEMORY_EXHAUST,  // mmap failed (errno says why) even after flushing the cache
 };

@@ -19,7 +19,15 @@ void default_handler(ErrorKind, const void*, const char* message) {
 std::atomic<ErrorHandler> g_handler{&default_handler};
 
 const char* kind_name(ErrorKind kind) {
-  return kind == ErrorKind::DOUBLE_FREE ? "double free" : "invalid free";
+  switch (kind) {
+    case ErrorKind::DOUBLE_FREE:
+      return "double free";
+    case ErrorKind::CORRUPTION:
+      return "heap corruption";
+    case ErrorKind::INVALID_FREE:
+      break;
+  }
+  return "invalid free";
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // Chunk layer: reporting of caller errors the allocator detects (a free of something it
-// never handed out, a double free). By default the report goes to stderr and the
+// never handed out, a double free, an overwritten canary). By default the report goes to stderr and the
 // process aborts, as glibc does; tests install a handler that records it instead.
 // Depends on nothing else inside achunk.
 #pragma once
 
 namespace achunk {
 
-enum class ErrorKind : int { INVALID_FREE, DOUBLE_FREE };
+enum class ErrorKind : int { INVALID_FREE, DOUBLE_FREE, CORRUPTION };
 
 // `message` is a complete line without the newline; it lives only during the call.
 using ErrorHandler = void (*)(ErrorKind kind, const void* ptr, const char* message);

@@ -45,12 +45,13 @@ void ObjectSet::free(void* ptr) {
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
   Slab* slab = slab_of(block);
   ObjectSet* set = owner_of(ptr);
+  // FREE, keeping size and label so a later double free can name them.
+  const uint64_t h = load_header(ptr);
+  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
   if (slab->sc_ == Slab::BIG) {
-    store_header(ptr, make_header(ObjectState::FREE, 0, 0));
     set->release_slab(block);
     return;
   }
-  store_header(ptr, make_header(ObjectState::FREE, 0, 0));
   ThreadHeap* me = set->existing_heap();
   if (me != nullptr && slab->owner_.load(std::memory_order_acquire) == me) {
     me->free_local(block, slab, ptr);

@@ -96,7 +96,10 @@ void ObjectSet::flush_thread_heap() {
   if (ThreadHeap* heap = existing_heap()) {
     tl_heaps[index_] = nullptr;
     abandon(heap);
+    return;
   }
+  std::lock_guard<SpinLock> guard(lock_);
+  reclaim_abandoned_locked();
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {

@@ -65,6 +65,7 @@ class ObjectSet {
   // last_alloc_failure() set by the chunk source.
   void* alloc(int64_t size, uint16_t label);
   // Frees an object of any ObjectSet from any thread; the caller validated the header.
+  // The header stays FREE with the object's size and label.
   static void free(void* ptr);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);

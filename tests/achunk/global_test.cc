@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "achunk/global.h"
+#include "global/global.h"
 
 namespace achunk {
 namespace {

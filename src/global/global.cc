@@ -1,4 +1,4 @@
-#include "achunk/global.h"
+#include "global/global.h"
 
 #include <stdlib.h>
 
@@ -21,6 +21,7 @@ struct Globals {
   LinuxOs os;
   MonotonicClock clock;
   AChunkMgr chunk_mgr{os, clock};
+  ObMallocAllocator malloc_allocator{chunk_mgr};
   SpinLock options_lock;  // serialises option changes; reads are plain snapshots
   Options options;
 };

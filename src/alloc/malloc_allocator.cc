@@ -1,0 +1,251 @@
+#include "alloc/malloc_allocator.h"
+
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "achunk/alloc_failure.h"
+#include "achunk/buf_writer.h"
+#include "achunk/error_report.h"
+#include "achunk/tls.h"
+#include "alloc/label.h"
+
+namespace achunk {
+
+namespace {
+
+constexpr const char* CTX_NAMES[MAX_CTX_ID] = {
+    "DEFAULT_CTX_ID",    "MEMSTORE_CTX_ID", "EXECUTE_CTX_ID",  "TRANS_CTX_MGR_ID",
+    "PLAN_CACHE_CTX_ID", "WORK_AREA",       "GLIBC",           "CO_STACK",
+    "LIBEASY",           "LOGGER_CTX_ID",   "KVSTORE_CACHE_ID"};
+
+// Labels are almost always string literals: remember pointer -> id per thread, and
+// confirm the text, so the common case costs no hashing.
+struct LabelCacheEntry {
+  const char* ptr;
+  uint16_t id;
+};
+ACHUNK_TLS LabelCacheEntry tl_label_cache[64];
+
+uint16_t cached_label_id(const char* label) {
+  LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 3) & 63];
+  if (e.ptr == label && label != nullptr &&
+      std::strncmp(label_name(e.id), label, LABEL_MAX_LEN) == 0) {
+    return e.id;
+  }
+  const uint16_t id = label_id(label);
+  e = LabelCacheEntry{label, id};
+  return id;
+}
+
+AChunk* fail(AllocFailKind kind, int64_t size) {
+  set_alloc_failure(AllocFailure{kind, 0, size, 0, 0});
+  return nullptr;
+}
+
+void report_object(ErrorKind kind, void* ptr, uint64_t header, const char* what) {
+  char detail[160];
+  BufWriter w(detail, sizeof(detail));
+  w.str(what).str(" (size=").num(header_size(header)).str(" label=");
+  w.str(label_name(header_label(header))).ch(')');
+  report_error(kind, ptr, detail);
+}
+
+// The object header of a pointer ob_malloc handed out, after checking the chunk and
+// block headers on the way; 0 (after a report) when it is not one.
+uint64_t checked_header(void* ptr) {
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "not 16-byte aligned: not from ob_malloc");
+    return 0;
+  }
+  AChunk* chunk = AChunk::ptr2chunk(header_of(ptr));
+  const BlockChunkMeta* meta = chunk_meta(chunk);
+  ABlock* block = chunk->is_valid() && meta->context_ != nullptr
+                      ? BlockSet::ptr2block(header_of(ptr))
+                      : nullptr;
+  if (block == nullptr || !block->in_use()) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "no achunk chunk or block holds it");
+    return 0;
+  }
+  const uint64_t h = load_header(ptr);
+  switch (header_state(h)) {
+    case ObjectState::IN_USE:
+    case ObjectState::BIG:
+    case ObjectState::ALIGNED:
+      return h;
+    case ObjectState::FREE:
+      report_object(ErrorKind::DOUBLE_FREE, ptr, h, "object is already free");
+      return 0;
+  }
+  report_error(ErrorKind::INVALID_FREE, ptr, "no object header (bad magic)");
+  return 0;
+}
+
+}  // namespace
+
+const char* ctx_name(int ctx_id) {
+  return ctx_id >= 0 && ctx_id < MAX_CTX_ID ? CTX_NAMES[ctx_id] : "INVALID_CTX_ID";
+}
+
+ObMallocAllocator::ObMallocAllocator(AChunkMgr& chunk_mgr) : chunk_mgr_(chunk_mgr) {}
+
+ObMallocAllocator::~ObMallocAllocator() {
+  for (int t = 0; t < MAX_TENANTS; ++t) {
+    for (auto& slot : tenants_[t].ctx) {
+      if (ObTenantCtxAllocator* ta = slot.load()) ta->~ObTenantCtxAllocator();
+    }
+    if (tenants_[t].memory != nullptr) tenants_[t].memory->~ObTenantMemory();
+  }
+}
+
+ObMallocAllocator::Tenant* ObMallocAllocator::find_tenant(uint64_t tenant_id, bool create) {
+  for (Tenant& t : tenants_) {
+    if (t.ready.load(std::memory_order_acquire) && t.memory->tenant_id() == tenant_id) return &t;
+  }
+  if (!create) return nullptr;
+  std::lock_guard<SpinLock> guard(lock_);
+  for (int i = 0; i < MAX_TENANTS; ++i) {
+    Tenant& t = tenants_[i];
+    if (t.ready.load(std::memory_order_relaxed)) {
+      if (t.memory->tenant_id() == tenant_id) return &t;
+      continue;
+    }
+    t.memory = new (tenant_storage_[i]) ObTenantMemory(tenant_id);
+    t.ready.store(true, std::memory_order_release);
+    return &t;
+  }
+  return nullptr;
+}
+
+ObTenantMemory* ObMallocAllocator::get_tenant(uint64_t tenant_id) {
+  Tenant* t = find_tenant(tenant_id, true);
+  return t != nullptr ? t->memory : nullptr;
+}
+
+ObTenantCtxAllocator* ObMallocAllocator::get_tenant_ctx_allocator(uint64_t tenant_id, int ctx_id) {
+  if (ctx_id < 0 || ctx_id >= MAX_CTX_ID) return nullptr;
+  Tenant* t = find_tenant(tenant_id, true);
+  if (t == nullptr) return nullptr;
+  if (ObTenantCtxAllocator* ta = t->ctx[ctx_id].load(std::memory_order_acquire)) return ta;
+  std::lock_guard<SpinLock> guard(lock_);
+  if (ObTenantCtxAllocator* ta = t->ctx[ctx_id].load(std::memory_order_relaxed)) return ta;
+  const int ti = static_cast<int>(t - tenants_);
+  auto* ta = new (ctx_storage_[ti][ctx_id]) ObTenantCtxAllocator(chunk_mgr_, *t->memory, ctx_id);
+  t->ctx[ctx_id].store(ta, std::memory_order_release);
+  return ta;
+}
+
+bool ObMallocAllocator::set_tenant_limit(uint64_t tenant_id, int64_t bytes) {
+  ObTenantMemory* t = get_tenant(tenant_id);
+  if (t == nullptr) return false;
+  t->set_limit(bytes);
+  return true;
+}
+
+bool ObMallocAllocator::set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes) {
+  ObTenantCtxAllocator* ta = get_tenant_ctx_allocator(tenant_id, ctx_id);
+  if (ta == nullptr) return false;
+  ta->set_limit(bytes);
+  return true;
+}
+
+void ObMallocAllocator::flush_thread_caches() {
+  for_each_ctx(
+      [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });
+}
+
+void* ObMallocAllocator::alloc(int64_t size, const ObMemAttr& attr) {
+  if (size < 0 || size > AOBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
+  ObTenantCtxAllocator* ta = get_tenant_ctx_allocator(attr.tenant_id_, attr.ctx_id_);
+  if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
+  const uint16_t label = cached_label_id(attr.label_);
+  if (void* p = ta->object_set().alloc(size, label)) return p;
+  // Give back what can be given back, once, then retry: this thread's empty slabs for a
+  // ctx or tenant limit, the chunk cache for the server limit or a failed mmap.
+  const AllocFailKind kind = last_alloc_failure().kind;
+  if (kind == AllocFailKind::CTX_LIMIT || kind == AllocFailKind::TENANT_LIMIT) {
+    ta->object_set().flush_thread_heap();
+  } else if (kind == AllocFailKind::SERVER_LIMIT ||
+             kind == AllocFailKind::PHYSICAL_MEMORY_EXHAUST) {
+    chunk_mgr_.sync_wash();
+  } else {
+    return nullptr;
+  }
+  return ta->object_set().alloc(size, label);
+}
+
+void ObMallocAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  uint64_t h = checked_header(ptr);
+  if (h == 0) return;
+  if (header_state(h) == ObjectState::ALIGNED) {
+    // An aligned pointer: the real object starts `offset` bytes before it.
+    void* raw = static_cast<char*>(ptr) - header_size(h);
+    const uint64_t raw_h = checked_header(raw);
+    if (raw_h == 0) return;
+    const uint32_t aligned_size = header_size(raw_h) - (uint32_t{1} << header_label(h));
+    if (!tail_intact(ptr, aligned_size)) {
+      report_object(ErrorKind::CORRUPTION, ptr, raw_h, "tail canary of aligned object overwritten");
+      return;
+    }
+    store_header(ptr, 0);
+    ptr = raw;
+    h = raw_h;
+  }
+  if (!tail_intact(ptr, header_size(h))) {
+    report_object(ErrorKind::CORRUPTION, ptr, h, "tail canary overwritten");
+    return;
+  }
+  ObjectSet::free(ptr);
+}
+
+int64_t ObMallocAllocator::get_size(void* ptr) {
+  const uint64_t h = checked_header(ptr);
+  if (h == 0) return -1;
+  if (header_state(h) != ObjectState::ALIGNED) return header_size(h);
+  void* raw = static_cast<char*>(ptr) - header_size(h);
+  return header_size(load_header(raw)) - (int64_t{1} << header_label(h));
+}
+
+void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr) {
+  if (ptr == nullptr) return alloc(size, attr);
+  if (size == 0) {
+    free(ptr);
+    return nullptr;
+  }
+  const uint64_t h = checked_header(ptr);
+  if (h == 0) return nullptr;
+  if (header_state(h) != ObjectState::ALIGNED && size <= AOBJECT_MAX_SIZE &&
+      ObjectSet::resize_in_place(ptr, size)) {
+    return ptr;
+  }
+  void* fresh = alloc(size, attr);
+  if (fresh == nullptr) return nullptr;
+  const int64_t old_size = get_size(ptr);
+  std::memcpy(fresh, ptr, static_cast<size_t>(old_size < size ? old_size : size));
+  free(ptr);
+  return fresh;
+}
+
+void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAttr& attr) {
+  if (align <= 0 || (align & (align - 1)) != 0 || align > (int64_t{1} << 20)) {
+    return fail(AllocFailKind::INVALID_ARGUMENT, size);
+  }
+  if (align <= 16) return alloc(size, attr);
+  if (size < 0 || size > AOBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
+  char* raw = static_cast<char*>(alloc(size + align, attr));
+  if (raw == nullptr) return nullptr;
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + align - 1) & ~(uintptr_t(align) - 1);
+  char* aligned = reinterpret_cast<char*>(a);
+  if (aligned == raw) return raw;
+  // A pad header just below the aligned pointer leads back to the object; a second
+  // canary right after the aligned bytes catches overruns within the slack.
+  // Its label field holds log2(align), which gives the aligned object's size back.
+  const uint32_t offset = static_cast<uint32_t>(aligned - raw);
+  const auto lg = static_cast<uint16_t>(__builtin_ctzll(static_cast<uint64_t>(align)));
+  store_header(aligned, make_header(ObjectState::ALIGNED, lg, offset));
+  write_tail(aligned, static_cast<uint32_t>(size));
+  return aligned;
+}
+
+}  // namespace achunk

@@ -1,0 +1,16 @@
+// The one place where achunk's process-wide objects are wired: the real OS, the real
+// clock, the global AChunkMgr, the tenant directory behind ob_malloc and the current
+// option values, configured from ACHUNK_CONF on first use and never destroyed (so frees
+// after exit() still work). Depends on every layer below it.
+#pragma once
+
+#include "achunk/achunk_mgr.h"
+#include "achunk/options.h"
+#include "alloc/malloc_allocator.h"
+
+namespace achunk {
+
+AChunkMgr& global_chunk_mgr();
+ObMallocAllocator& global_malloc_allocator();
+
+}  // namespace achunk
