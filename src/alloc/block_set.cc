@@ -1,22 +1,32 @@
 #include "alloc/block_set.h"
 
+#include <atomic>
 #include <new>
 
 namespace achunk {
 
 namespace {
 
+// Bit words are read without the owner's lock by frees on other threads (ptr2block) while
+// the lock holder splits or merges other spans of the same chunk, so every access is a
+// relaxed atomic (plain moves on x86). Writers hold the lock, so load + store suffices.
+uint64_t load_word(const uint64_t& w) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(std::memory_order_relaxed);
+}
+void store_word(uint64_t& w, uint64_t v) {
+  std::atomic_ref<uint64_t>(w).store(v, std::memory_order_relaxed);
+}
 void set_bit(uint64_t* bits, int i) {
-  bits[i >> 6] |= uint64_t{1} << (i & 63);
+  store_word(bits[i >> 6], load_word(bits[i >> 6]) | (uint64_t{1} << (i & 63)));
 }
 void clear_bit(uint64_t* bits, int i) {
-  bits[i >> 6] &= ~(uint64_t{1} << (i & 63));
+  store_word(bits[i >> 6], load_word(bits[i >> 6]) & ~(uint64_t{1} << (i & 63)));
 }
 
 // Highest set bit at or below i, or -1.
 int highest_at_or_below(const uint64_t* bits, int i) {
   for (int w = i >> 6; w >= 0; --w) {
-    uint64_t word = bits[w];
+    uint64_t word = load_word(bits[w]);
     if (w == (i >> 6) && (i & 63) != 63) word &= (uint64_t{1} << ((i & 63) + 1)) - 1;
     if (word != 0) return w * 64 + 63 - __builtin_clzll(word);
   }
@@ -26,7 +36,7 @@ int highest_at_or_below(const uint64_t* bits, int i) {
 // Lowest set bit at or above i, or -1.
 int lowest_at_or_above(const uint64_t* bits, int i) {
   for (int w = i >> 6; w < 4; ++w) {
-    uint64_t word = bits[w];
+    uint64_t word = load_word(bits[w]);
     if (w == (i >> 6)) word &= ~uint64_t{0} << (i & 63);
     if (word != 0) return w * 64 + __builtin_ctzll(word);
   }

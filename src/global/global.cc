@@ -48,6 +48,7 @@ Globals& globals() {
 AChunkMgr& global_chunk_mgr() {
   return globals().chunk_mgr;
 }
+ObMallocAllocator& global_malloc_allocator() { return globals().malloc_allocator; }
 
 void* chunk_alloc(int64_t size) {
   AChunk* chunk = global_chunk_mgr().alloc_chunk(size);
