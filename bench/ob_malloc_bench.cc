@@ -48,12 +48,26 @@ void malloc_free_pairs(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_ObMallocFree(benchmark::State& s) { malloc_free_pairs<ObApi>(s); }
-void BM_JemallocMallocFree(benchmark::State& s) { malloc_free_pairs<JeApi>(s); }
-void BM_GlibcMallocFree(benchmark::State& s) { malloc_free_pairs<GlibcApi>(s); }
+void BM_ObMallocFree(benchmark::State& s) {
+  malloc_free_pairs<ObApi>(s);
+}
+void BM_JemallocMallocFree(benchmark::State& s) {
+  malloc_free_pairs<JeApi>(s);
+}
+void BM_GlibcMallocFree(benchmark::State& s) {
+  malloc_free_pairs<GlibcApi>(s);
+}
 
 #define PAIR_SIZES \
-  Arg(16)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->Arg(32768)->Threads(1)->Threads(2)->UseRealTime()
+  Arg(16)          \
+      ->Arg(64)    \
+      ->Arg(256)   \
+      ->Arg(1024)  \
+      ->Arg(4096)  \
+      ->Arg(32768) \
+      ->Threads(1) \
+      ->Threads(2) \
+      ->UseRealTime()
 BENCHMARK(BM_ObMallocFree)->PAIR_SIZES;
 BENCHMARK(BM_JemallocMallocFree)->PAIR_SIZES;
 BENCHMARK(BM_GlibcMallocFree)->PAIR_SIZES;
@@ -90,8 +104,12 @@ void cross_thread(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_ObCrossThreadFree(benchmark::State& s) { cross_thread<ObApi>(s); }
-void BM_JemallocCrossThreadFree(benchmark::State& s) { cross_thread<JeApi>(s); }
+void BM_ObCrossThreadFree(benchmark::State& s) {
+  cross_thread<ObApi>(s);
+}
+void BM_JemallocCrossThreadFree(benchmark::State& s) {
+  cross_thread<JeApi>(s);
+}
 BENCHMARK(BM_ObCrossThreadFree)->Threads(2)->UseRealTime();
 BENCHMARK(BM_JemallocCrossThreadFree)->Threads(2)->UseRealTime();
 

@@ -25,7 +25,9 @@ struct ABlock {
   bool dedicated() const { return (magic_ & FLAG_DEDICATED) != 0; }
 
   uint32_t magic_ = MAGIC_CODE;
-  int32_t nblocks_ = 0;     // span length; for a dedicated chunk, 0
+  // A span head: the span length (0 for a dedicated chunk). Any other block of an in-use
+  // span: minus its distance to the head.
+  int32_t nblocks_ = 0;
   ABlock* prev_ = nullptr;  // free-span list (BlockSet) or the owner's lists (object layer)
   ABlock* next_ = nullptr;
   // Room for the layer that owns the span (the object layer keeps its slab state here).

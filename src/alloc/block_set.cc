@@ -55,11 +55,18 @@ ABlock* BlockSet::ptr2block(const void* ptr) {
   if (offset < 0) return nullptr;
   int idx = static_cast<int>(offset / ABLOCK_SIZE);
   if (idx >= BLOCKS_PER_CHUNK) idx = BLOCKS_PER_CHUNK - 1;
-  const int head = highest_at_or_below(chunk_meta(chunk)->span_bits_, idx);
-  if (head < 0) return nullptr;
-  ABlock* block = chunk_block(chunk, head);
+  // Inside an in-use span every block header but the head holds the (negative) distance
+  // to the head, written when the span was handed out: one load instead of a bit search.
+  ABlock* block = chunk_block(chunk, idx);
+  if (block->nblocks_ < 0) {
+    idx += block->nblocks_;
+    if (idx < 0) return nullptr;
+    block = chunk_block(chunk, idx);
+  }
   if (!block->is_valid()) return nullptr;
-  if (!block->dedicated() && head + block->nblocks_ <= idx) return nullptr;
+  if (!block->dedicated() && idx + block->nblocks_ <= static_cast<int>(offset / ABLOCK_SIZE)) {
+    return nullptr;
+  }
   return block;
 }
 
@@ -150,6 +157,7 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
   set_bit(meta->span_bits_, 0);
   ABlock* block = new (chunk_block(chunk, 0)) ABlock();
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
+  for (int i = 1; i < MAX_SPAN; ++i) chunk_block(chunk, i)->nblocks_ = -i;
   link_chunk(chunk);
   used_ += chunk->hold();
   return block;
@@ -179,6 +187,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
   }
   block->nblocks_ = n;
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
+  for (int i = 1; i < n; ++i) block[i].nblocks_ = -i;  // see ptr2block
   ++meta->using_cnt_;
   used_ += n * ABLOCK_SIZE;
   return block;

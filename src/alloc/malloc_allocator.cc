@@ -27,16 +27,32 @@ struct LabelCacheEntry {
 };
 ACHUNK_TLS LabelCacheEntry tl_label_cache[64];
 
+// Same text as the interned (clipped) name; inline because labels are short.
+bool same_label(const char* name, const char* label) {
+  for (int i = 0; i < LABEL_MAX_LEN; ++i) {
+    if (name[i] != label[i]) return false;
+    if (name[i] == '\0') return true;
+  }
+  return true;
+}
+
 uint16_t cached_label_id(const char* label) {
   LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 3) & 63];
-  if (e.ptr == label && label != nullptr &&
-      std::strncmp(label_name(e.id), label, LABEL_MAX_LEN) == 0) {
-    return e.id;
-  }
+  if (e.ptr == label && label != nullptr && same_label(label_name(e.id), label)) return e.id;
   const uint16_t id = label_id(label);
   e = LabelCacheEntry{label, id};
   return id;
 }
+
+// The last (directory, tenant, ctx) this thread allocated from: most threads allocate
+// from one or two, and the directory scan is then skipped.
+struct TaCache {
+  const ObMallocAllocator* owner;
+  uint64_t tenant_id;
+  int ctx_id;
+  ObTenantCtxAllocator* ta;
+};
+ACHUNK_TLS TaCache tl_ta_cache;
 
 AChunk* fail(AllocFailKind kind, int64_t size) {
   set_alloc_failure(AllocFailure{kind, 0, size, 0, 0});
@@ -53,7 +69,7 @@ void report_object(ErrorKind kind, void* ptr, uint64_t header, const char* what)
 
 // The object header of a pointer ob_malloc handed out, after checking the chunk and
 // block headers on the way; 0 (after a report) when it is not one.
-uint64_t checked_header(void* ptr) {
+uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
     report_error(ErrorKind::INVALID_FREE, ptr, "not 16-byte aligned: not from ob_malloc");
     return 0;
@@ -68,6 +84,7 @@ uint64_t checked_header(void* ptr) {
     return 0;
   }
   const uint64_t h = load_header(ptr);
+  if (block_out != nullptr) *block_out = block;
   switch (header_state(h)) {
     case ObjectState::IN_USE:
     case ObjectState::BIG:
@@ -156,8 +173,14 @@ void ObMallocAllocator::flush_thread_caches() {
 
 void* ObMallocAllocator::alloc(int64_t size, const ObMemAttr& attr) {
   if (size < 0 || size > AOBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
-  ObTenantCtxAllocator* ta = get_tenant_ctx_allocator(attr.tenant_id_, attr.ctx_id_);
-  if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
+  TaCache& cache = tl_ta_cache;
+  ObTenantCtxAllocator* ta = cache.ta;
+  if (cache.owner != this || cache.tenant_id != attr.tenant_id_ || cache.ctx_id != attr.ctx_id_ ||
+      ta == nullptr) {
+    ta = get_tenant_ctx_allocator(attr.tenant_id_, attr.ctx_id_);
+    if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
+    cache = TaCache{this, attr.tenant_id_, attr.ctx_id_, ta};
+  }
   const uint16_t label = cached_label_id(attr.label_);
   if (void* p = ta->object_set().alloc(size, label)) return p;
   // Give back what can be given back, once, then retry: this thread's empty slabs for a
@@ -176,12 +199,13 @@ void* ObMallocAllocator::alloc(int64_t size, const ObMemAttr& attr) {
 
 void ObMallocAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
-  uint64_t h = checked_header(ptr);
+  ABlock* block = nullptr;
+  uint64_t h = checked_header(ptr, &block);
   if (h == 0) return;
   if (header_state(h) == ObjectState::ALIGNED) {
     // An aligned pointer: the real object starts `offset` bytes before it.
     void* raw = static_cast<char*>(ptr) - header_size(h);
-    const uint64_t raw_h = checked_header(raw);
+    const uint64_t raw_h = checked_header(raw, &block);
     if (raw_h == 0) return;
     const uint32_t aligned_size = header_size(raw_h) - (uint32_t{1} << header_label(h));
     if (!tail_intact(ptr, aligned_size)) {
@@ -196,7 +220,7 @@ void ObMallocAllocator::free(void* ptr) {
     report_object(ErrorKind::CORRUPTION, ptr, h, "tail canary overwritten");
     return;
   }
-  ObjectSet::free(ptr);
+  ObjectSet::free(ptr, block);
 }
 
 int64_t ObMallocAllocator::get_size(void* ptr) {

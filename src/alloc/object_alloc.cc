@@ -41,8 +41,7 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
   return p;
 }
 
-void ObjectSet::free(void* ptr) {
-  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+void ObjectSet::free(void* ptr, ABlock* block) {
   Slab* slab = slab_of(block);
   ObjectSet* set = owner_of(ptr);
   // FREE, keeping size and label so a later double free can name them.

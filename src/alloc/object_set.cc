@@ -10,16 +10,20 @@
 
 namespace achunk {
 
+namespace object_set_tls {
+ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
+ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
+std::atomic<uint32_t> generation[MAX_SETS];
+}  // namespace object_set_tls
+
 namespace {
 
-// Live sets by index, and a generation per index so a thread's cached heap pointer for a
-// destroyed set is recognised as stale even after the index is reused.
-std::atomic<ObjectSet*> g_sets[ObjectSet::MAX_SETS];
-std::atomic<uint32_t> g_generation[ObjectSet::MAX_SETS];
+std::atomic<ObjectSet*> g_sets[ObjectSet::MAX_SETS];  // live sets by index
 SpinLock g_sets_lock;
 
-ACHUNK_TLS ThreadHeap* tl_heaps[ObjectSet::MAX_SETS];
-ACHUNK_TLS uint32_t tl_generation[ObjectSet::MAX_SETS];
+using object_set_tls::heap_generation;
+using object_set_tls::heaps;
+auto& g_generation = object_set_tls::generation;
 
 pthread_key_t g_exit_key;
 std::once_flag g_exit_key_once;
@@ -28,10 +32,10 @@ std::once_flag g_exit_key_once;
 // thread_local destructor) because registering those may call malloc.
 void on_thread_exit(void*) {
   for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
-    ThreadHeap* heap = tl_heaps[i];
+    ThreadHeap* heap = heaps[i];
     if (heap == nullptr) continue;
-    tl_heaps[i] = nullptr;
-    if (tl_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
+    heaps[i] = nullptr;
+    if (heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
     if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
   }
 }
@@ -65,19 +69,10 @@ ObjectSet::~ObjectSet() {
   // block_set_'s destructor returns every chunk, heaps and live objects included.
 }
 
-ThreadHeap* ObjectSet::existing_heap() const {
-  if (index_ < 0) return nullptr;
-  ThreadHeap* heap = tl_heaps[index_];
-  if (heap == nullptr) return nullptr;
-  return tl_generation[index_] == g_generation[index_].load(std::memory_order_relaxed) ? heap
-                                                                                       : nullptr;
-}
-
-ThreadHeap* ObjectSet::heap_for_this_thread() {
+ThreadHeap* ObjectSet::create_heap() {
   if (index_ < 0) return nullptr;
   const uint32_t gen = g_generation[index_].load(std::memory_order_relaxed);
-  ThreadHeap* heap = tl_heaps[index_];
-  if (heap != nullptr && tl_generation[index_] == gen) return heap;
+  ThreadHeap* heap;
   {
     std::lock_guard<SpinLock> guard(lock_);
     ABlock* block = block_set_.alloc_block(sizeof(ThreadHeap));
@@ -86,15 +81,15 @@ ThreadHeap* ObjectSet::heap_for_this_thread() {
     slab_of(block)->sc_ = Slab::HEAP;  // not a slab: usage scans skip it
     heap = new (block_data(block)) ThreadHeap(this);
   }
-  tl_heaps[index_] = heap;
-  tl_generation[index_] = gen;
+  heaps[index_] = heap;
+  heap_generation[index_] = gen;
   arm_thread_exit();
   return heap;
 }
 
 void ObjectSet::flush_thread_heap() {
   if (ThreadHeap* heap = existing_heap()) {
-    tl_heaps[index_] = nullptr;
+    heaps[index_] = nullptr;
     abandon(heap);
     return;
   }
@@ -151,14 +146,15 @@ void ObjectSet::reclaim_abandoned_locked() {
 ABlock* ObjectSet::new_slab(int sc, ThreadHeap* owner) {
   // All of it under the lock: a usage scan must never see a slab half carved.
   std::lock_guard<SpinLock> guard(lock_);
-  ABlock* block = block_set_.alloc_block(SLAB_SIZE);
+  const int64_t bytes = slab_size(sc);
+  ABlock* block = block_set_.alloc_block(bytes);
   if (block == nullptr) return nullptr;
   Slab* slab = new (block->owner_area_) Slab();
   const int64_t slot = class_slot_size(sc);
   // Slots start 8 bytes into the span so user pointers (after the 8-byte header) are
   // 16-byte aligned; every slot starts out FREE so a usage scan never reads garbage.
   char* base = static_cast<char*>(block_data(block)) + AOBJECT_HEADER_SIZE;
-  const int count = static_cast<int>((SLAB_SIZE - AOBJECT_HEADER_SIZE) / slot);
+  const int count = static_cast<int>((bytes - AOBJECT_HEADER_SIZE) / slot);
   void* head = nullptr;
   for (int i = count - 1; i >= 0; --i) {
     char* user = base + i * slot + AOBJECT_HEADER_SIZE;

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "achunk/spin_lock.h"
+#include "achunk/tls.h"
 #include "alloc/block_set.h"
 #include "alloc/size_class.h"
 
@@ -20,6 +21,16 @@ namespace achunk {
 
 class ThreadHeap;
 class ObjectSet;
+
+// Per-thread heap pointers by set index, and a generation per index so a pointer cached
+// for a destroyed set is recognised as stale even after the index is reused. Declared
+// here so the lookup inlines into the allocation path.
+namespace object_set_tls {
+inline constexpr int MAX_SETS = 256;
+extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
+extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
+extern std::atomic<uint32_t> generation[MAX_SETS];
+}  // namespace object_set_tls
 
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
@@ -53,7 +64,7 @@ struct LabelUsage {
 
 class ObjectSet {
  public:
-  static constexpr int MAX_SETS = 256;
+  static constexpr int MAX_SETS = object_set_tls::MAX_SETS;
 
   explicit ObjectSet(ChunkSource& source);
   // Frees everything, live objects included (they are the caller's leak).
@@ -66,7 +77,9 @@ class ObjectSet {
   void* alloc(int64_t size, uint16_t label);
   // Frees an object of any ObjectSet from any thread; the caller validated the header.
   // The header stays FREE with the object's size and label.
-  static void free(void* ptr);
+  static void free(void* ptr) { free(ptr, BlockSet::ptr2block(header_of(ptr))); }
+  // The same when the caller already found the object's span.
+  static void free(void* ptr, ABlock* block);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
   // Changes the requested size of an object in place when its slot or span allows;
@@ -83,9 +96,17 @@ class ObjectSet {
   int scan_usage(LabelUsage* out, int cap, LabelUsage* total);
 
   // The calling thread's heap for this set, created on first use (nullptr if that fails).
-  ThreadHeap* heap_for_this_thread();
+  ThreadHeap* heap_for_this_thread() {
+    ThreadHeap* heap = existing_heap();
+    return heap != nullptr ? heap : create_heap();
+  }
   // The calling thread's heap if it already has one.
-  ThreadHeap* existing_heap() const;
+  ThreadHeap* existing_heap() const {
+    if (index_ < 0) return nullptr;
+    ThreadHeap* heap = object_set_tls::heaps[index_];
+    const uint32_t gen = object_set_tls::generation[index_].load(std::memory_order_relaxed);
+    return heap != nullptr && object_set_tls::heap_generation[index_] == gen ? heap : nullptr;
+  }
   int index() const { return index_; }
   // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
   // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
@@ -95,6 +116,7 @@ class ObjectSet {
 
  private:
   friend class ThreadHeap;
+  ThreadHeap* create_heap();
   ABlock* new_slab(int sc, ThreadHeap* owner);
   ABlock* adopt_slab(int sc, ThreadHeap* owner);
   void release_slab(ABlock* block);

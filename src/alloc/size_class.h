@@ -10,12 +10,11 @@
 
 namespace achunk {
 
-inline constexpr int64_t SMALL_SLOT_MAX = 16384;
+inline constexpr int64_t SMALL_SLOT_MAX = 65536;
 inline constexpr int64_t SMALL_OBJECT_MAX = SMALL_SLOT_MAX - AOBJECT_META_SIZE;
-inline constexpr int64_t SLAB_SIZE = 64 << 10;  // every slab spans 8 blocks
 
-// Class table: 32..128 by 16 (7 classes), then 4 per doubling up to 16384 (28 classes).
-inline constexpr int SIZE_CLASS_COUNT = 7 + 4 * 7;
+// Class table: 32..128 by 16 (7 classes), then 4 per doubling up to 65536 (36 classes).
+inline constexpr int SIZE_CLASS_COUNT = 7 + 4 * 9;
 
 constexpr int64_t class_slot_size(int sc) {
   if (sc < 7) return 32 + 16 * sc;
@@ -24,6 +23,13 @@ constexpr int64_t class_slot_size(int sc) {
   return base + (base / 4) * (k % 4 + 1);
 }
 static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
+
+// A slab is 64 KiB (8 blocks), or 4 slots (plus the 8-byte offset, in whole 8 KiB blocks)
+// for the classes above 16 KiB, so refills stay rare.
+constexpr int64_t slab_size(int sc) {
+  const int64_t four = (4 * class_slot_size(sc) + AOBJECT_HEADER_SIZE + 8191) / 8192 * 8192;
+  return four <= 64 * 1024 ? 64 * 1024 : four;
+}
 
 // Smallest class whose slot holds `size` user bytes plus the meta; size <= SMALL_OBJECT_MAX.
 inline int size_class_of(int64_t size) {

@@ -29,21 +29,29 @@ void ThreadHeap::unlink(int sc, ABlock* block) {
   if (block->next_ != nullptr) block->next_->prev_ = block->prev_;
   block->prev_ = block->next_ = nullptr;
   if (current_[sc] == block) current_[sc] = nullptr;
+  if (spare_[sc] == block) spare_[sc] = nullptr;
 }
 
 void ThreadHeap::free_local(ABlock* block, Slab* slab, void* p) {
   *static_cast<void**>(p) = slab->local_free_;
   slab->local_free_ = p;
-  if (--slab->used_ == 0 && block != current_[slab->sc_]) {
-    unlink(slab->sc_, block);
-    set_->release_slab(block);
+  const int sc = slab->sc_;
+  if (--slab->used_ == 0 && block != current_[sc] && block != spare_[sc]) {
+    if (spare_[sc] == nullptr) {
+      spare_[sc] = block;
+    } else {
+      unlink(sc, block);
+      set_->release_slab(block);
+    }
   }
 }
 
 void* ThreadHeap::alloc_slow(int sc) {
+  ABlock* found = spare_[sc];
+  spare_[sc] = nullptr;
+  if (found != nullptr) return take(sc, found);
   // Gather other threads' frees on every slab of the class: keep the first slab with
   // room as current, give empty ones back (the current one stays, to avoid churn).
-  ABlock* found = nullptr;
   for (ABlock* block = slabs_[sc]; block != nullptr;) {
     ABlock* next = block->next_;
     Slab* slab = slab_of(block);
@@ -66,8 +74,12 @@ void* ThreadHeap::alloc_slow(int sc) {
     }
     link(sc, found);
   }
-  current_[sc] = found;
-  Slab* slab = slab_of(found);
+  return take(sc, found);
+}
+
+void* ThreadHeap::take(int sc, ABlock* block) {
+  current_[sc] = block;
+  Slab* slab = slab_of(block);
   void* p = slab->local_free_;
   slab->local_free_ = *static_cast<void**>(p);
   ++slab->used_;

@@ -36,6 +36,8 @@ class ThreadHeap {
  private:
   friend class ObjectSet;
   void* alloc_slow(int sc);
+  // Makes `block` (which has a free slot) current and takes a slot from it.
+  void* take(int sc, ABlock* block);
   // Moves the slab's remote frees to its local list.
   static void collect(Slab* slab);
   void link(int sc, ABlock* block);
@@ -44,6 +46,9 @@ class ThreadHeap {
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
   ABlock* slabs_[SIZE_CLASS_COUNT] = {};  // all slabs of a class, linked via ABlock prev_/next_
+  // One empty slab per class is kept for the next refill, so a thread that frees and
+  // allocates around a slab boundary does not hand the same slab back and forth.
+  ABlock* spare_[SIZE_CLASS_COUNT] = {};
 };
 
 }  // namespace achunk

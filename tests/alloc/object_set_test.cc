@@ -100,7 +100,7 @@ TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
   const uint16_t y = label_id("t_scan_y");
   std::vector<void*> ptrs;
   for (int i = 0; i < 10; ++i) ptrs.push_back(set.alloc(64, x));
-  for (int i = 0; i < 3; ++i) ptrs.push_back(set.alloc(50 * 1024, y));
+  for (int i = 0; i < 3; ++i) ptrs.push_back(set.alloc(100 * 1024, y));
   ObjectSet::free(ptrs[0]);
   LabelUsage usage[8];
   LabelUsage total;
@@ -112,7 +112,7 @@ TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
   EXPECT_EQ(by_label[x].used, 9 * 64);
   EXPECT_EQ(by_label[x].hold, 9 * 80);
   EXPECT_EQ(by_label[y].count, 3);
-  EXPECT_EQ(by_label[y].used, 3 * 50 * 1024);
+  EXPECT_EQ(by_label[y].used, 3 * 100 * 1024);
   EXPECT_EQ(by_label[y].blocks, 3);
   EXPECT_EQ(total.count, 12);
   for (size_t i = 1; i < ptrs.size(); ++i) ObjectSet::free(ptrs[i]);
