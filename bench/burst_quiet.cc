@@ -4,15 +4,15 @@
 //   (b) memory_chunk_cache_size=2M                - bounded cache, mmap churn
 //   (c) memory_chunk_cache_size=0, idle eviction  - this project's default
 // Burst: 2 threads allocate and free 2-8 MiB chunks, touching every page, about
-// 128 MiB live at the peak. Quiet: one thread allocates and frees one 2 MiB chunk every
-// 100 ms, so each free may evict one expired chunk.
-// The burst is split into rounds driven in turn (a, c, b, a, c, b, ...) so a noisy
-// neighbour on the machine hits every setting alike; each setting's ops/s is the median
-// of its timed rounds. A first, untimed round faults the working set in: on a VM the
-// first touch of guest memory the host has not backed yet costs several times a normal
-// fault and varies from run to run, which would otherwise drown the comparison. A child starts its
-// quiet phase right after its last round, so the quiet phases overlap and the whole job takes about
-// one minute. Usage: achunk_burst_quiet [--quick]
+// 128 MiB live at the peak; between chunk operations they also ob_malloc and ob_free
+// objects of mixed sizes (16 B to 64 KiB) under three labels. Quiet: one thread allocates and frees
+// one 2 MiB chunk every 100 ms, so each free may evict one expired chunk. The burst is split into
+// rounds driven in turn (a, c, b, a, c, b, ...) so a noisy neighbour on the machine hits every
+// setting alike; each setting's ops/s is the median of its timed rounds. A first, untimed round
+// faults the working set in: on a VM the first touch of guest memory the host has not backed yet
+// costs several times a normal fault and varies from run to run, which would otherwise drown the
+// comparison. A child starts its quiet phase right after its last round, so the quiet phases
+// overlap and the whole job takes about one minute. Usage: achunk_burst_quiet [--quick]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +28,7 @@
 #include "achunk/achunk_mgr.h"
 #include "achunk/clock.h"
 #include "achunk/linux_os.h"
+#include "alloc/malloc_allocator.h"
 
 namespace achunk {
 namespace {
@@ -58,14 +59,34 @@ constexpr Mode MODES[MODE_COUNT] = {
 constexpr int ROUND_ORDER[MODE_COUNT] = {0, 2, 1};  // (a) and (c) back to back
 
 struct Result {
-  double ops_per_s = 0;  // median over the rounds
+  double ops_per_s = 0;      // chunk ops, median over the rounds
+  double obj_ops_per_s = 0;  // ob_malloc+ob_free pairs, median over the rounds
   int64_t rss_burst_end = 0;
   int64_t rss_quiet_end = 0;
   int64_t maps = 0;
   int64_t unmaps = 0;
   int64_t expired_unmaps = 0;
   char dump[4096] = {};
+  char usage[4096] = {};
 };
+
+struct Rates {
+  double chunks = 0;
+  double objects = 0;
+};
+
+const ObMemAttr LABELS[] = {{OB_SERVER_TENANT_ID, "SqlPlan"},
+                            {OB_SERVER_TENANT_ID, "RowCache"},
+                            {OB_SERVER_TENANT_ID, "SortBuffer", WORK_AREA}};
+
+// Object traffic beside the chunks: mostly small, some up to 64 KiB.
+int64_t object_size(std::mt19937& rng, int* label) {
+  const unsigned r = rng() % 16;
+  *label = r < 10 ? 0 : r < 15 ? 1 : 2;
+  if (*label == 0) return 16 + rng() % 240;
+  if (*label == 1) return 64 + rng() % 960;
+  return 1024 + rng() % (63 * 1024);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -76,14 +97,19 @@ void touch(AChunk* chunk, int64_t size) {
   for (int64_t off = 0; off < size; off += ACHUNK_PAGE_SIZE) p[off] = 1;
 }
 
-// One burst thread: keeps up to 64 MiB of chunks live, freeing the oldest to make room.
-int64_t burst_thread(AChunkMgr& mgr, double seconds, unsigned seed) {
+// One burst thread: keeps up to 64 MiB of chunks live, freeing the oldest to make room,
+// and up to 2048 objects, with 16 object pairs per chunk operation.
+int64_t burst_thread(AChunkMgr& mgr, ObMallocAllocator& objs, double seconds, unsigned seed,
+                     int64_t* obj_ops) {
   constexpr int64_t LIVE_CAP = 64 * MB;
+  constexpr size_t LIVE_OBJECTS = 2048;
   std::mt19937 rng(seed);
   std::vector<AChunk*> live;
+  std::vector<void*> objects(LIVE_OBJECTS, nullptr);
   int64_t live_bytes = 0;
   int64_t ops = 0;
   size_t oldest = 0;
+  size_t next_obj = 0;
   const auto start = std::chrono::steady_clock::now();
   while ((ops & 63) != 0 || seconds_since(start) < seconds) {
     const int64_t mapped = 2 * MB * (1 + static_cast<int64_t>(rng() % 4));  // 2..8 MiB
@@ -105,8 +131,21 @@ int64_t burst_thread(AChunkMgr& mgr, double seconds, unsigned seed) {
       live.erase(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(oldest));
       oldest = 0;
     }
+    for (int k = 0; k < 16; ++k, ++*obj_ops) {
+      int label = 0;
+      const int64_t osize = object_size(rng, &label);
+      void*& slot = objects[next_obj++ % LIVE_OBJECTS];
+      ObMallocAllocator::free(slot);
+      slot = objs.alloc(osize, LABELS[label]);
+      if (slot == nullptr) {
+        std::fprintf(stderr, "burst: ob_malloc failed\n");
+        std::exit(1);
+      }
+      static_cast<char*>(slot)[0] = 1;
+    }
   }
   for (size_t i = oldest; i < live.size(); ++i) mgr.free_chunk(live[i]);
+  for (void* p : objects) ObMallocAllocator::free(p);
   return ops;
 }
 
@@ -132,14 +171,22 @@ bool write_full(int fd, const void* buf, size_t n) {
   return true;
 }
 
-double burst_round(AChunkMgr& mgr, double seconds) {
+Rates burst_round(AChunkMgr& mgr, ObMallocAllocator& objs, double seconds) {
   std::atomic<int64_t> ops{0};
+  int64_t obj_ops[2] = {0, 0};
   const auto start = std::chrono::steady_clock::now();
-  std::thread a([&] { ops += burst_thread(mgr, seconds, 1); });
-  std::thread b([&] { ops += burst_thread(mgr, seconds, 2); });
+  std::thread a([&] { ops += burst_thread(mgr, objs, seconds, 1, &obj_ops[0]); });
+  std::thread b([&] { ops += burst_thread(mgr, objs, seconds, 2, &obj_ops[1]); });
   a.join();
   b.join();
-  return static_cast<double>(ops.load()) / seconds_since(start);
+  const double elapsed = seconds_since(start);
+  return Rates{static_cast<double>(ops.load()) / elapsed,
+               static_cast<double>(obj_ops[0] + obj_ops[1]) / elapsed};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 // The child: one burst round per 'B' from the parent (answering its ops/s), then after
@@ -150,19 +197,29 @@ void child_main(const Mode& mode, const Timing& t, int cmd_fd, int out_fd) {
   AChunkMgr mgr(os, clock);
   mgr.set_max_chunk_cache_size(mode.cache_size, true);
   mgr.set_chunk_cache_ttl_ms(mode.evict ? t.ttl_ms : -1);
+  static ObMallocAllocator objs(mgr);  // ~400 KiB of directory: not on the stack
 
   static Result r;
-  std::vector<double> rates;
+  std::vector<double> chunk_rates;
+  std::vector<double> obj_rates;
   char cmd = 0;
   for (int round = 0; round <= t.rounds; ++round) {
     if (!read_full(cmd_fd, &cmd, 1) || cmd != 'B') _exit(1);
-    const double rate = burst_round(mgr, t.round_s);
-    if (round > 0) rates.push_back(rate);
+    const Rates rate = burst_round(mgr, objs, t.round_s);
+    if (round > 0) {
+      chunk_rates.push_back(rate.chunks);
+      obj_rates.push_back(rate.objects);
+    }
     if (!write_full(out_fd, &rate, sizeof(rate))) _exit(1);
   }
-  std::sort(rates.begin(), rates.end());
-  r.ops_per_s = rates[rates.size() / 2];
+  r.ops_per_s = median(chunk_rates);
+  r.obj_ops_per_s = median(obj_rates);
   r.rss_burst_end = os.memory_info().resident_size;
+  // Sessions stay connected through the quiet phase: their state stays live.
+  std::vector<void*> sessions;
+  for (int i = 0; i < 2000; ++i) {
+    sessions.push_back(objs.alloc(1000, ObMemAttr(OB_SERVER_TENANT_ID, "SessionState")));
+  }
 
   const auto quiet_start = std::chrono::steady_clock::now();
   const auto step = std::chrono::duration<double>(t.quiet_interval_s);
@@ -178,6 +235,7 @@ void child_main(const Mode& mode, const Timing& t, int cmd_fd, int out_fd) {
   r.unmaps = s.total_unmaps;
   r.expired_unmaps = s.expired_unmaps;
   mgr.print(r.dump, sizeof(r.dump));
+  objs.print_usage(r.usage, sizeof(r.usage));
   _exit(write_full(out_fd, &r, sizeof(r)) ? 0 : 1);
 }
 
@@ -232,14 +290,15 @@ int main_impl(int argc, char** argv) {
   }
   for (int round = 0; round <= t.rounds; ++round) {
     for (int i : ROUND_ORDER) {
-      double rate = 0;
+      Rates rate;
       if (!write_full(children[i].cmd_fd, "B", 1) ||
           !read_full(children[i].out_fd, &rate, sizeof(rate))) {
         std::fprintf(stderr, "child (%c) failed in round %d\n", MODES[i].id, round);
         return 1;
       }
-      std::printf("%s %d (%c) %s: %.0f chunk ops/s\n", round == 0 ? "warm-up" : "round", round,
-                  MODES[i].id, MODES[i].name, rate);
+      std::printf("%s %d (%c) %s: %.0f chunk ops/s, %.0f object pairs/s\n",
+                  round == 0 ? "warm-up" : "round", round, MODES[i].id, MODES[i].name, rate.chunks,
+                  rate.objects);
       std::fflush(stdout);
     }
   }
@@ -252,17 +311,18 @@ int main_impl(int argc, char** argv) {
       std::fprintf(stderr, "child (%c) failed in the quiet phase\n", MODES[i].id);
       return 1;
     }
-    std::printf("--- (%c) %s: dump at quiet end ---\n%s", MODES[i].id, MODES[i].name,
-                results[i].dump);
+    std::printf("--- (%c) %s: dump at quiet end ---\n%s%s", MODES[i].id, MODES[i].name,
+                results[i].dump, results[i].usage);
   }
   std::printf(
-      "\n| run | setting | burst chunk ops/s (median) | RSS burst end MiB | "
-      "RSS quiet end MiB | maps | unmaps | expired_unmaps |\n"
-      "|---|---|---|---|---|---|---|---|\n");
+      "\n| run | setting | burst chunk ops/s (median) | burst object pairs/s (median) | "
+      "RSS burst end MiB | RSS quiet end MiB | maps | unmaps | expired_unmaps |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < MODE_COUNT; ++i) {
     const Result& r = results[i];
-    std::printf("| (%c) | %s | %.0f | %.1f | %.1f | %lld | %lld | %lld |\n", MODES[i].id,
-                MODES[i].name, r.ops_per_s, static_cast<double>(r.rss_burst_end) / MB,
+    std::printf("| (%c) | %s | %.0f | %.0f | %.1f | %.1f | %lld | %lld | %lld |\n", MODES[i].id,
+                MODES[i].name, r.ops_per_s, r.obj_ops_per_s,
+                static_cast<double>(r.rss_burst_end) / MB,
                 static_cast<double>(r.rss_quiet_end) / MB, static_cast<long long>(r.maps),
                 static_cast<long long>(r.unmaps), static_cast<long long>(r.expired_unmaps));
   }
