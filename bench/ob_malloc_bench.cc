@@ -122,6 +122,7 @@ void BM_ObMalloc64Overhead(benchmark::State& state) {
   std::vector<void*> ptrs(N);
   double overhead = 0;
   for (auto _ : state) {
+    ob_flush_thread_caches();  // no spare slabs from an earlier run in "before"
     const int64_t before = ta->hold();
     for (void*& p : ptrs) p = ob_malloc(64, attr);
     overhead = static_cast<double>(ta->hold() - before) / (64.0 * N) - 1.0;

@@ -8,6 +8,10 @@
 
 namespace achunk {
 
+namespace label_detail {
+char names[LABEL_CAPACITY][LABEL_MAX_LEN + 1];
+}  // namespace label_detail
+
 namespace {
 
 constexpr int TABLE_SLOTS = 2 * LABEL_CAPACITY;  // open addressing at most half full
@@ -15,7 +19,7 @@ constexpr int TABLE_SLOTS = 2 * LABEL_CAPACITY;  // open addressing at most half
 struct LabelTable {
   SpinLock lock;
   std::atomic<int> count{0};
-  char names[LABEL_CAPACITY][LABEL_MAX_LEN + 1] = {};
+  char (&names)[LABEL_CAPACITY][LABEL_MAX_LEN + 1] = label_detail::names;
   // Slot -> id + 1 (0 = empty); published with release after the name is written.
   std::atomic<uint16_t> slots[TABLE_SLOTS] = {};
 };
@@ -80,10 +84,6 @@ uint16_t intern(const char* s, size_t len) {
 uint16_t label_id(const char* label) {
   if (label == nullptr || label[0] == '\0') label = "unlabeled";
   return lookup(label, clipped_len(label));
-}
-
-const char* label_name(uint16_t id) {
-  return id < LABEL_CAPACITY ? g_labels.names[id] : "invalid_label";
 }
 
 }  // namespace achunk

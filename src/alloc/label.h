@@ -14,7 +14,13 @@ inline constexpr int LABEL_MAX_LEN = 15;  // longer labels are cut, as OceanBase
 // The id of `label` (nullptr or "" means "unlabeled"); interns it on first use. When the
 // table is full, new labels share the id of "label_overflow".
 uint16_t label_id(const char* label);
-// The text of an id; never nullptr.
-const char* label_name(uint16_t id);
+namespace label_detail {
+extern char names[LABEL_CAPACITY][LABEL_MAX_LEN + 1];
+}  // namespace label_detail
+
+// The text of an id; never nullptr. Inline: the allocation path compares against it.
+inline const char* label_name(uint16_t id) {
+  return id < LABEL_CAPACITY ? label_detail::names[id] : "invalid_label";
+}
 
 }  // namespace achunk

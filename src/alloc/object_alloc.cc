@@ -19,16 +19,6 @@ void* slot_start_user(ABlock* block) {
 
 }  // namespace
 
-void* ObjectSet::alloc(int64_t size, uint16_t label) {
-  if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
-  ThreadHeap* heap = heap_for_this_thread();
-  void* p = heap != nullptr ? heap->alloc(size_class_of(size)) : nullptr;
-  if (p == nullptr) return nullptr;
-  store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
-  write_tail(p, static_cast<uint32_t>(size));
-  return p;
-}
-
 void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
   std::lock_guard<SpinLock> guard(lock_);  // a usage scan must see the header written
   ABlock* block = block_set_.alloc_block(BIG_OFFSET + size + AOBJECT_TAIL_SIZE);
@@ -41,19 +31,9 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
   return p;
 }
 
-void ObjectSet::free(void* ptr, ABlock* block) {
-  Slab* slab = slab_of(block);
-  ObjectSet* set = owner_of(ptr);
-  // FREE, keeping size and label so a later double free can name them.
-  const uint64_t h = load_header(ptr);
-  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
   if (slab->sc_ == Slab::BIG) {
-    set->release_slab(block);
-    return;
-  }
-  ThreadHeap* me = set->existing_heap();
-  if (me != nullptr && slab->owner_.load(std::memory_order_acquire) == me) {
-    me->free_local(block, slab, ptr);
+    owner_of(ptr)->release_slab(block);
     return;
   }
   // Another thread's slab (or an abandoned one): a lock-free push its owner collects.

@@ -74,12 +74,12 @@ class ObjectSet {
 
   // `size` bytes (0 < size <= AOBJECT_MAX_SIZE), 16-byte aligned, or nullptr with
   // last_alloc_failure() set by the chunk source.
-  void* alloc(int64_t size, uint16_t label);
+  inline void* alloc(int64_t size, uint16_t label);  // defined in thread_heap.h
   // Frees an object of any ObjectSet from any thread; the caller validated the header.
   // The header stays FREE with the object's size and label.
-  static void free(void* ptr) { free(ptr, BlockSet::ptr2block(header_of(ptr))); }
-  // The same when the caller already found the object's span.
-  static void free(void* ptr, ABlock* block);
+  static void free(void* ptr) { free(ptr, BlockSet::ptr2block(header_of(ptr))); }  // inline
+  // The same when the caller already found the object's span (inline, in thread_heap.h).
+  static inline void free(void* ptr, ABlock* block);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
   // Changes the requested size of an object in place when its slot or span allows;
@@ -122,6 +122,8 @@ class ObjectSet {
   void release_slab(ABlock* block);
   void reclaim_abandoned_locked();
   void* alloc_big(int64_t size, uint16_t label);
+  // Big objects and frees onto another thread's slab.
+  static void free_slow(void* ptr, ABlock* block, Slab* slab);
 
   BlockSet block_set_;
   SpinLock lock_;  // guards block_set_ and abandoned_

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "achunk/achunk_mgr.h"
-#include "alloc/object_set.h"
+#include "alloc/thread_heap.h"
 
 namespace achunk {
 

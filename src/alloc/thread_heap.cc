@@ -32,17 +32,14 @@ void ThreadHeap::unlink(int sc, ABlock* block) {
   if (spare_[sc] == block) spare_[sc] = nullptr;
 }
 
-void ThreadHeap::free_local(ABlock* block, Slab* slab, void* p) {
-  *static_cast<void**>(p) = slab->local_free_;
-  slab->local_free_ = p;
+void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   const int sc = slab->sc_;
-  if (--slab->used_ == 0 && block != current_[sc] && block != spare_[sc]) {
-    if (spare_[sc] == nullptr) {
-      spare_[sc] = block;
-    } else {
-      unlink(sc, block);
-      set_->release_slab(block);
-    }
+  if (block == current_[sc] || block == spare_[sc]) return;
+  if (spare_[sc] == nullptr) {
+    spare_[sc] = block;
+  } else {
+    unlink(sc, block);
+    set_->release_slab(block);
   }
 }
 

@@ -29,13 +29,18 @@ class ThreadHeap {
     return alloc_slow(sc);
   }
   // A free of an object on one of this heap's own slabs.
-  void free_local(ABlock* block, Slab* slab, void* p);
+  void free_local(ABlock* block, Slab* slab, void* p) {
+    *static_cast<void**>(p) = slab->local_free_;
+    slab->local_free_ = p;
+    if (--slab->used_ == 0) on_slab_empty(block, slab);
+  }
 
   ObjectSet* set() const { return set_; }
 
  private:
   friend class ObjectSet;
   void* alloc_slow(int sc);
+  void on_slab_empty(ABlock* block, Slab* slab);
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
   // Moves the slab's remote frees to its local list.
@@ -50,5 +55,30 @@ class ThreadHeap {
   // allocates around a slab boundary does not hand the same slab back and forth.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
 };
+
+inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
+  if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
+  ThreadHeap* heap = heap_for_this_thread();
+  void* p = heap != nullptr ? heap->alloc(size_class_of(size)) : nullptr;
+  if (p == nullptr) return nullptr;
+  store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+  write_tail(p, static_cast<uint32_t>(size));
+  return p;
+}
+
+inline void ObjectSet::free(void* ptr, ABlock* block) {
+  Slab* slab = slab_of(block);
+  // FREE, keeping size and label so a later double free can name them.
+  const uint64_t h = load_header(ptr);
+  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+  if (slab->sc_ != Slab::BIG) {
+    ThreadHeap* me = owner_of(ptr)->existing_heap();
+    if (me != nullptr && slab->owner_.load(std::memory_order_acquire) == me) {
+      me->free_local(block, slab, ptr);
+      return;
+    }
+  }
+  free_slow(ptr, block, slab);
+}
 
 }  // namespace achunk

@@ -1,4 +1,5 @@
 #include "alloc/object_set.h"
+#include "alloc/thread_heap.h"
 
 #include <gtest/gtest.h>
 
