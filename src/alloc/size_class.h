@@ -24,11 +24,14 @@ constexpr int64_t class_slot_size(int sc) {
 }
 static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 
-// A slab is 64 KiB (8 blocks), or 4 slots (plus the 8-byte offset, in whole 8 KiB blocks)
-// for the classes above 16 KiB, so refills stay rare.
+// A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots, room
+// for 8 slots up to 16 KiB and for 4 above, in whole 8 KiB blocks (plus the 8-byte
+// offset), so refills stay rare and little of a chunk is left over.
 constexpr int64_t slab_size(int sc) {
-  const int64_t four = (4 * class_slot_size(sc) + AOBJECT_HEADER_SIZE + 8191) / 8192 * 8192;
-  return four <= 64 * 1024 ? 64 * 1024 : four;
+  const int64_t slot = class_slot_size(sc);
+  if (slot <= 1024) return 16 * 1024;
+  const int64_t slots = slot <= 16384 ? 8 : 4;
+  return (slots * slot + AOBJECT_HEADER_SIZE + 8191) / 8192 * 8192;
 }
 
 // Smallest class whose slot holds `size` user bytes plus the meta; size <= SMALL_OBJECT_MAX.
