@@ -43,6 +43,10 @@ class AChunkMgr {
   void free_chunk(AChunk* chunk);
   // Unmaps every cached chunk; returns the bytes released.
   int64_t sync_wash();
+  // Gives the physical pages of a range inside a live chunk back to the OS (the range
+  // stays mapped and reads as zero). For the block layer's wash of free spans. Returns 0
+  // or the errno.
+  int release_pages(void* addr, int64_t size) { return os_.release_pages(addr, size); }
 
   // 0 means no limit. Lowering it below hold() flushes cached chunks, largest first.
   void set_memory_limit(int64_t bytes);

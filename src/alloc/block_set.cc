@@ -75,6 +75,17 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
   return block->nblocks_ * ABLOCK_SIZE;
 }
 
+int64_t BlockSet::wash_free_spans() {
+  int64_t washed = 0;
+  for (int n = 1; n <= MAX_SPAN; ++n) {
+    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+      const int64_t bytes = n * ABLOCK_SIZE;
+      if (source_.release_pages(block_data(block), bytes) == 0) washed += bytes;
+    }
+  }
+  return washed;
+}
+
 void BlockSet::link_chunk(AChunk* chunk) {
   chunk->prev_ = nullptr;
   chunk->next_ = chunks_;

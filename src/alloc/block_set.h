@@ -29,6 +29,10 @@ class BlockSet {
   ABlock* alloc_block(int64_t bytes);
   void free_block(ABlock* block);
 
+  // Gives the physical pages of every free span back to the OS (madvise); the spans stay
+  // free and usable, they fault in again when reused. Returns the bytes washed.
+  int64_t wash_free_spans();
+
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
   // no valid span header covers it.
   static ABlock* ptr2block(const void* ptr);

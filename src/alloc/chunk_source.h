@@ -14,6 +14,8 @@ class ChunkSource {
   // A chunk with room for `size` payload bytes, or nullptr with last_alloc_failure() set.
   virtual AChunk* alloc_chunk(int64_t size) = 0;
   virtual void free_chunk(AChunk* chunk) = 0;
+  // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
+  virtual int release_pages(void* addr, int64_t size) = 0;
 };
 
 // Straight to an AChunkMgr, no limits of its own.
@@ -22,6 +24,7 @@ class DirectChunkSource final : public ChunkSource {
   explicit DirectChunkSource(AChunkMgr& mgr) : mgr_(mgr) {}
   AChunk* alloc_chunk(int64_t size) override { return mgr_.alloc_chunk(size); }
   void free_chunk(AChunk* chunk) override { mgr_.free_chunk(chunk); }
+  int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
 
  private:
   AChunkMgr& mgr_;

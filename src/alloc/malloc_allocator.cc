@@ -184,12 +184,15 @@ void* ObMallocAllocator::alloc(int64_t size, const ObMemAttr& attr) {
   const uint16_t label = cached_label_id(attr.label_);
   if (void* p = ta->object_set().alloc(size, label)) return p;
   // Give back what can be given back, once, then retry: this thread's empty slabs for a
-  // ctx or tenant limit, the chunk cache for the server limit or a failed mmap.
+  // ctx or tenant limit (they may free whole chunks); the chunk cache for the server
+  // limit; for a failed mmap also the pages of every free span of the ctx's chunks.
   const AllocFailKind kind = last_alloc_failure().kind;
   if (kind == AllocFailKind::CTX_LIMIT || kind == AllocFailKind::TENANT_LIMIT) {
     ta->object_set().flush_thread_heap();
-  } else if (kind == AllocFailKind::SERVER_LIMIT ||
-             kind == AllocFailKind::PHYSICAL_MEMORY_EXHAUST) {
+  } else if (kind == AllocFailKind::SERVER_LIMIT) {
+    chunk_mgr_.sync_wash();
+  } else if (kind == AllocFailKind::PHYSICAL_MEMORY_EXHAUST) {
+    ta->object_set().wash_free_spans();
     chunk_mgr_.sync_wash();
   } else {
     return nullptr;

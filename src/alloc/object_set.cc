@@ -97,6 +97,11 @@ void ObjectSet::flush_thread_heap() {
   reclaim_abandoned_locked();
 }
 
+int64_t ObjectSet::wash_free_spans() {
+  std::lock_guard<SpinLock> guard(lock_);
+  return block_set_.wash_free_spans();
+}
+
 void ObjectSet::abandon(ThreadHeap* heap) {
   std::lock_guard<SpinLock> guard(lock_);
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {

@@ -112,6 +112,8 @@ class ObjectSet {
   // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
   // callers may also run it when a thread goes idle.
   void flush_thread_heap();
+  // Washes the free spans of the BlockSet (see BlockSet::wash_free_spans).
+  int64_t wash_free_spans();
   void abandon(ThreadHeap* heap);
 
  private:

@@ -20,6 +20,9 @@ class ObTenantCtxAllocator final : public ChunkSource {
 
   AChunk* alloc_chunk(int64_t size) override;
   void free_chunk(AChunk* chunk) override;
+  int release_pages(void* addr, int64_t size) override {
+    return chunk_mgr_.release_pages(addr, size);
+  }
 
   ObjectSet& object_set() { return object_set_; }
   int ctx_id() const { return ctx_id_; }

@@ -153,3 +153,26 @@ TEST_F(BlockSetTest, RandomSequenceAgainstAModel) {
 
 }  // namespace
 }  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(BlockSetTest, WashReleasesFreeSpansAndKeepsThemUsable) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(3 * ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(b);  // a free span of 3 between two used ones, and the chunk's tail
+  const int64_t free_bytes = set.hold() - ACHUNK_HEADER_SIZE - set.used();
+  EXPECT_EQ(set.wash_free_spans(), free_bytes);
+  EXPECT_EQ(os_.released_bytes(), free_bytes);
+  EXPECT_EQ(set.hold(), 2 * MB);  // washing changes RSS, not what is charged
+  ABlock* again = set.alloc_block(3 * ABLOCK_SIZE);
+  EXPECT_EQ(again, b);
+  std::memset(block_data(again), 1, 3 * ABLOCK_SIZE);
+  for (ABlock* s : {a, again, c}) set.free_block(s);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing

@@ -345,3 +345,22 @@ TEST(ObMallocDeathTest, DefaultHandlerAbortsOnTailOverwrite) {
 
 }  // namespace
 }  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(ObMallocTest, FailedMmapWashesFreeSpansAndTheCacheThenRetries) {
+  const ObMemAttr attr(TENANT, "t_wash");
+  void* keep = alloc_->alloc(100, attr);           // one chunk with free spans in it
+  mgr_.free_chunk(mgr_.alloc_chunk(ACHUNK_SIZE));  // and one cached chunk
+  os_.fail_next_maps(2);                           // AChunkMgr's own retry fails too
+  void* big = alloc_->alloc(3 * MB, attr);
+  EXPECT_NE(big, nullptr);  // the retry after the wash succeeded
+  EXPECT_GT(os_.released_bytes(), 0);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 0);
+  ObMallocAllocator::free(big);
+  ObMallocAllocator::free(keep);
+}
+
+}  // namespace
+}  // namespace achunk::testing
