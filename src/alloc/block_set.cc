@@ -150,6 +150,7 @@ bool BlockSet::add_chunk() {
   BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
   meta->owner_ = this;
   meta->context_ = context_;
+  meta->kind_ = kind_;
   set_bit(meta->span_bits_, 0);
   ABlock* block = new (chunk_block(chunk, 0)) ABlock();
   block->nblocks_ = MAX_SPAN;
@@ -164,6 +165,7 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
   BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
   meta->owner_ = this;
   meta->context_ = context_;
+  meta->kind_ = kind_;
   meta->using_cnt_ = 1;
   set_bit(meta->span_bits_, 0);
   ABlock* block = new (chunk_block(chunk, 0)) ABlock();

@@ -15,10 +15,12 @@ namespace achunk {
 
 class BlockSet {
  public:
-  // `context` is stored in every chunk's meta so a pointer leads back to the BlockSet's
-  // owner without a lookup.
-  explicit BlockSet(ChunkSource& source, void* context = nullptr)
-      : source_(source), context_(context) {}
+  // Owners of a BlockSet, recorded in each chunk's meta with `context`, so a pointer
+  // leads back to the owner without a lookup and frees can tell whose chunk it is.
+  enum OwnerKind : int { OWNER_NONE = 0, OWNER_OBJECT_SET = 1, OWNER_PAGE_MANAGER = 2 };
+
+  explicit BlockSet(ChunkSource& source, void* context = nullptr, int kind = OWNER_NONE)
+      : source_(source), context_(context), kind_(kind) {}
   // Returns every chunk still held to the source (spans still in use are the caller's leak).
   ~BlockSet();
   BlockSet(const BlockSet&) = delete;
@@ -60,6 +62,7 @@ class BlockSet {
 
   ChunkSource& source_;
   void* context_;
+  int kind_;
   AChunk* chunks_ = nullptr;  // every chunk this set holds, linked through AChunk prev_/next_
   ABlock* free_lists_[MAX_SPAN + 1] = {};  // index: span length in blocks
   uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty

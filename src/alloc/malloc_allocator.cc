@@ -76,11 +76,19 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   }
   AChunk* chunk = AChunk::ptr2chunk(header_of(ptr));
   const BlockChunkMeta* meta = chunk_meta(chunk);
-  ABlock* block = chunk->is_valid() && meta->context_ != nullptr
+  ABlock* block = chunk->is_valid() && meta->kind_ == BlockSet::OWNER_OBJECT_SET
                       ? BlockSet::ptr2block(header_of(ptr))
                       : nullptr;
   if (block == nullptr || !block->in_use()) {
-    report_error(ErrorKind::INVALID_FREE, ptr, "no achunk chunk or block holds it");
+    const char* why = chunk->is_valid() && meta->kind_ == BlockSet::OWNER_PAGE_MANAGER
+                          ? "memory of a context's page manager: free it through its context"
+                          : "no ob_malloc chunk or block holds it";
+    report_error(ErrorKind::INVALID_FREE, ptr, why);
+    return 0;
+  }
+  if (slab_of(block)->sc_ == Slab::FOREIGN) {
+    report_error(ErrorKind::INVALID_FREE, ptr,
+                 "memory of a memory context: free it through its context");
     return 0;
   }
   const uint64_t h = load_header(ptr);

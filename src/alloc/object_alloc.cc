@@ -82,7 +82,7 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   std::lock_guard<SpinLock> guard(lock_);
   block_set_.for_each_used_span([&](ABlock* block) {
     const Slab* slab = slab_of(block);
-    if (slab->sc_ == Slab::HEAP) return;
+    if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
     if (slab->sc_ == Slab::BIG) {
       account(load_header(slot_start_user(block)), BlockSet::span_bytes(block), true);
       return;

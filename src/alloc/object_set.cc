@@ -48,7 +48,8 @@ void arm_thread_exit() {
 
 }  // namespace
 
-ObjectSet::ObjectSet(ChunkSource& source) : block_set_(source, this) {
+ObjectSet::ObjectSet(ChunkSource& source)
+    : block_set_(source, this, BlockSet::OWNER_OBJECT_SET) {
   std::lock_guard<SpinLock> guard(g_sets_lock);
   for (int i = 0; i < MAX_SETS; ++i) {
     if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {
@@ -95,6 +96,20 @@ void ObjectSet::flush_thread_heap() {
   }
   std::lock_guard<SpinLock> guard(lock_);
   reclaim_abandoned_locked();
+}
+
+ABlock* ObjectSet::alloc_span(int64_t bytes) {
+  std::lock_guard<SpinLock> guard(lock_);
+  ABlock* block = block_set_.alloc_block(bytes);
+  if (block == nullptr) return nullptr;
+  new (block->owner_area_) Slab();
+  slab_of(block)->sc_ = Slab::FOREIGN;  // usage scans and ob_free leave it alone
+  return block;
+}
+
+void ObjectSet::free_span(ABlock* block) {
+  std::lock_guard<SpinLock> guard(lock_);
+  block_set_.free_block(block);
 }
 
 int64_t ObjectSet::wash_free_spans() {

@@ -36,6 +36,7 @@ extern std::atomic<uint32_t> generation[MAX_SETS];
 struct Slab {
   static constexpr uint16_t BIG = 0xFFFF;   // sc_ of a span holding one big object
   static constexpr uint16_t HEAP = 0xFFFE;  // sc_ of a span holding a ThreadHeap
+  static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
 
   std::atomic<ThreadHeap*> owner_{nullptr};  // nullptr: abandoned to the set
   void* local_free_ = nullptr;               // owner only: free slots (user pointers)
@@ -112,6 +113,10 @@ class ObjectSet {
   // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
   // callers may also run it when a thread goes idle.
   void flush_thread_heap();
+  // A span of the set's blocks for a layer above (memory contexts keep their pages in
+  // them); charged like any other, skipped by usage scans, refused by ob_free.
+  ABlock* alloc_span(int64_t bytes);
+  void free_span(ABlock* block);
   // Washes the free spans of the BlockSet (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
   void abandon(ThreadHeap* heap);
