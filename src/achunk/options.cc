@@ -22,6 +22,8 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
      "also cache chunks of 4-20 MiB (at most half of the remaining cache budget)"},
     {"chunk_cache_ttl_ms", OptionType::INT, 30000, -1, 86'400'000,
      "a cached chunk idle this long is unmapped by a later free_chunk; -1 disables"},
+    {"context_use_pm", OptionType::BOOL, 1, 0, 1,
+     "memory contexts asking for it take pages from their thread's page manager"},
 };
 
 Options::Options() {

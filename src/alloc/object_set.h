@@ -78,7 +78,7 @@ class ObjectSet {
   inline void* alloc(int64_t size, uint16_t label);  // defined in thread_heap.h
   // Frees an object of any ObjectSet from any thread; the caller validated the header.
   // The header stays FREE with the object's size and label.
-  static void free(void* ptr) { free(ptr, BlockSet::ptr2block(header_of(ptr))); }  // inline
+  static inline void free(void* ptr);  // defined in thread_heap.h
   // The same when the caller already found the object's span (inline, in thread_heap.h).
   static inline void free(void* ptr, ABlock* block);
   // Bytes the object at `ptr` can grow to in place.

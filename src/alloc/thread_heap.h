@@ -66,6 +66,8 @@ inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   return p;
 }
 
+inline void ObjectSet::free(void* ptr) { free(ptr, BlockSet::ptr2block(header_of(ptr))); }
+
 inline void ObjectSet::free(void* ptr, ABlock* block) {
   Slab* slab = slab_of(block);
   // FREE, keeping size and label so a later double free can name them.

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <mutex>
 #include <new>
 
@@ -24,6 +25,13 @@ struct Globals {
   ObMallocAllocator malloc_allocator{chunk_mgr};
   SpinLock options_lock;  // serialises option changes; reads are plain snapshots
   Options options;
+  std::atomic<bool> context_use_pm{true};
+
+  // Pushes the option values to the objects that use them.
+  void apply() {
+    chunk_mgr.apply_options(options);
+    context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
+  }
 };
 
 void warn_to_stderr(void*, const char* message) {
@@ -34,7 +42,7 @@ Globals* create_globals() {
   alignas(Globals) static unsigned char storage[sizeof(Globals)];
   Globals* g = new (storage) Globals();
   parse_conf(::getenv("ACHUNK_CONF"), &g->options, &warn_to_stderr, nullptr);
-  g->chunk_mgr.apply_options(g->options);
+  g->apply();
   return g;
 }
 
@@ -48,7 +56,12 @@ Globals& globals() {
 AChunkMgr& global_chunk_mgr() {
   return globals().chunk_mgr;
 }
-ObMallocAllocator& global_malloc_allocator() { return globals().malloc_allocator; }
+ObMallocAllocator& global_malloc_allocator() {
+  return globals().malloc_allocator;
+}
+bool context_use_pm() {
+  return globals().context_use_pm.load(std::memory_order_relaxed);
+}
 
 void* chunk_alloc(int64_t size) {
   AChunk* chunk = global_chunk_mgr().alloc_chunk(size);
@@ -73,7 +86,7 @@ bool set_option(const char* name, const char* value, char* err, int64_t err_len)
   Globals& g = globals();
   std::lock_guard<SpinLock> guard(g.options_lock);
   g.options.values[id] = v;
-  g.chunk_mgr.apply_options(g.options);
+  g.apply();
   return true;
 }
 

@@ -12,5 +12,7 @@ namespace achunk {
 
 AChunkMgr& global_chunk_mgr();
 ObMallocAllocator& global_malloc_allocator();
+// The context_use_pm option as it is now.
+bool context_use_pm();
 
 }  // namespace achunk

@@ -1,0 +1,193 @@
+#include "context/ob_allocator.h"
+
+#include <mutex>
+
+#include "achunk/buf_writer.h"
+#include "achunk/error_report.h"
+#include "alloc/label.h"
+
+namespace achunk {
+
+// At the start of every page. Slots follow back to back from PAGE_META: header at 56,
+// user bytes at 64, so user pointers are 16-byte aligned like ob_malloc's.
+struct ObAllocator::Page {
+  static constexpr uint32_t MAGIC = 0x0BA110C8;
+  uint32_t magic;
+  bool big;  // one big object, freed with its page
+  ObAllocator* owner;
+  ABlock* block;
+  Page* prev;
+  Page* next;
+  int64_t bytes;  // usable bytes from the page start
+  int64_t bump;   // offset of the next slot to carve
+};
+
+namespace {
+
+constexpr int64_t PAGE_META = 56;
+
+int64_t slot_of(int64_t size) {
+  return size <= SMALL_OBJECT_MAX ? class_slot_size(size_class_of(size))
+                                  : (size + AOBJECT_META_SIZE + 15) / 16 * 16;
+}
+
+void report_object(ErrorKind kind, void* ptr, uint64_t header, const char* what) {
+  char detail[160];
+  BufWriter w(detail, sizeof(detail));
+  w.str(what).str(" (size=").num(header_size(header)).str(" label=");
+  w.str(label_name(header_label(header))).ch(')');
+  report_error(kind, ptr, detail);
+}
+
+}  // namespace
+
+ObAllocator::ObAllocator(BlockSource& source, int64_t page_size, bool thread_safe)
+    : source_(source), page_size_(page_size), thread_safe_(thread_safe) {
+  static_assert(sizeof(Page) <= PAGE_META);
+}
+
+ObAllocator::Page* ObAllocator::new_page(int64_t bytes) {
+  ABlock* block = source_.alloc_block(bytes);
+  if (block == nullptr) return nullptr;
+  auto* page = static_cast<Page*>(block_data(block));
+  const int64_t span = BlockSet::span_bytes(block);
+  *page = Page{Page::MAGIC, false, this, block, nullptr, pages_, span, PAGE_META};
+  if (pages_ != nullptr) pages_->prev = page;
+  pages_ = page;
+  hold_ += span;
+  return page;
+}
+
+void ObAllocator::release_page(Page* page) {
+  if (page->prev != nullptr) {
+    page->prev->next = page->next;
+  } else {
+    pages_ = page->next;
+  }
+  if (page->next != nullptr) page->next->prev = page->prev;
+  hold_ -= page->bytes;
+  page->magic = 0;
+  source_.free_block(page->block);
+}
+
+void* ObAllocator::alloc(int64_t size, uint16_t label) {
+  if (!thread_safe_) return alloc_locked(size, label);
+  std::lock_guard<SpinLock> guard(lock_);
+  return alloc_locked(size, label);
+}
+
+void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
+  if (size < 0 || size > AOBJECT_MAX_SIZE) {
+    set_alloc_failure(AllocFailure{AllocFailKind::INVALID_SIZE, 0, size, hold_, 0});
+    return nullptr;
+  }
+  const int64_t slot = slot_of(size);
+  char* p = nullptr;
+  if (size <= SMALL_OBJECT_MAX && free_[size_class_of(size)] != nullptr) {
+    void*& head = free_[size_class_of(size)];
+    p = static_cast<char*>(head);
+    head = *static_cast<void**>(head);
+  } else if (slot + PAGE_META > page_size_) {
+    Page* page = new_page(slot + PAGE_META);  // a page of its own, freed with the object
+    if (page == nullptr) return nullptr;
+    page->big = true;
+    page->bump = page->bytes;
+    p = reinterpret_cast<char*>(page) + PAGE_META + AOBJECT_HEADER_SIZE;
+  } else {
+    Page* page = pages_;
+    while (page != nullptr && page->big) page = page->next;
+    if (page == nullptr || page->bump + slot > page->bytes) {
+      page = new_page(page_size_);
+      if (page == nullptr) return nullptr;
+    }
+    p = reinterpret_cast<char*>(page) + page->bump + AOBJECT_HEADER_SIZE;
+    page->bump += slot;
+  }
+  store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+  write_tail(p, static_cast<uint32_t>(size));
+  used_ += size;
+  return p;
+}
+
+ObAllocator* ObAllocator::owner_of(void* ptr) {
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  if (block == nullptr || !block->in_use()) return nullptr;
+  auto* page = static_cast<Page*>(block_data(block));
+  return page->magic == Page::MAGIC ? page->owner : nullptr;
+}
+
+bool ObAllocator::free(void* ptr) {
+  if (!thread_safe_) return free_locked(ptr);
+  std::lock_guard<SpinLock> guard(lock_);
+  return free_locked(ptr);
+}
+
+bool ObAllocator::free_locked(void* ptr) {
+  if (ptr == nullptr) return true;
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || owner_of(ptr) != this) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "not an object of this memory context");
+    return false;
+  }
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) == ObjectState::FREE) {
+    report_object(ErrorKind::DOUBLE_FREE, ptr, h, "object is already free");
+    return false;
+  }
+  if (header_state(h) != ObjectState::IN_USE) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "no object header (bad magic)");
+    return false;
+  }
+  if (!tail_intact(ptr, header_size(h))) {
+    report_object(ErrorKind::CORRUPTION, ptr, h, "tail canary overwritten");
+    return false;
+  }
+  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+  used_ -= header_size(h);
+  auto* page = static_cast<Page*>(block_data(BlockSet::ptr2block(header_of(ptr))));
+  if (page->big) {
+    release_page(page);
+    return true;
+  }
+  void*& head = free_[size_class_of(header_size(h))];
+  *static_cast<void**>(ptr) = head;
+  head = ptr;
+  return true;
+}
+
+void ObAllocator::reset() {
+  std::unique_lock<SpinLock> guard(lock_, std::defer_lock);
+  if (thread_safe_) guard.lock();
+  while (pages_ != nullptr) release_page(pages_);
+  for (void*& head : free_) head = nullptr;
+  used_ = 0;
+}
+
+int ObAllocator::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
+  std::unique_lock<SpinLock> guard(lock_, std::defer_lock);
+  if (thread_safe_) guard.lock();
+  int n = 0;
+  *total = LabelUsage{};
+  for (Page* page = pages_; page != nullptr; page = page->next) {
+    for (int64_t off = PAGE_META; off < page->bump;) {
+      char* user = reinterpret_cast<char*>(page) + off + AOBJECT_HEADER_SIZE;
+      const uint64_t h = load_header(user);
+      const int64_t slot = page->big ? page->bytes - PAGE_META : slot_of(header_size(h));
+      off += slot;
+      if (header_state(h) != ObjectState::IN_USE) continue;
+      int i = 0;
+      while (i < n && out[i].label != header_label(h)) ++i;
+      if (i == n && n < cap) out[n++] = LabelUsage{header_label(h), 0, 0, 0, 0};
+      auto add = [&](LabelUsage& u) {
+        u.hold += slot;
+        u.used += header_size(h);
+        u.count += 1;
+        u.blocks += page->big ? 1 : 0;
+      };
+      add(*total);
+      if (i < n) add(out[i]);
+    }
+  }
+  return n;
+}
+
+}  // namespace achunk
