@@ -1,0 +1,78 @@
+// Context-layer benchmarks: a request-shaped loop (a temporary context, 50-200 objects
+// of mixed sizes, a third of them freed early, then the context destroyed) with and
+// without the thread page manager, next to the same loop on jemalloc's malloc/free.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "achunk/linux_os.h"
+#include "context/context_guard.h"
+
+namespace achunk {
+namespace {
+
+struct RequestShape {
+  int count;
+  int sizes[200];
+};
+
+// The same request shapes for every allocator, so each loop does identical work.
+const std::vector<RequestShape>& shapes() {
+  static const std::vector<RequestShape> all = [] {
+    std::vector<RequestShape> v(64);
+    std::mt19937 rng(11);
+    for (RequestShape& s : v) {
+      s.count = 50 + static_cast<int>(rng() % 151);
+      for (int& size : s.sizes) size = rng() % 8 == 0 ? 512 + rng() % 3584 : 16 + rng() % 240;
+    }
+    return v;
+  }();
+  return all;
+}
+
+double rss_mib() {
+  LinuxOs os;
+  return static_cast<double>(os.memory_info().resident_size) / (1 << 20);
+}
+
+void BM_ContextRequest(benchmark::State& state) {
+  ContextParam param;
+  param.set_mem_attr(OB_SERVER_TENANT_ID, "Request", EXECUTE_CTX_ID)
+      .set_properties(state.range(0) != 0 ? USE_TL_PAGE_OPTIONAL : 0);
+  void* ptrs[200];
+  size_t round = 0;
+  for (auto _ : state) {
+    const RequestShape& s = shapes()[round++ % shapes().size()];
+    CREATE_WITH_TEMP_CONTEXT(param) {
+      MemoryContext ctx = CURRENT_CONTEXT;
+      for (int i = 0; i < s.count; ++i) ptrs[i] = ctx.allocf(s.sizes[i]);
+      for (int i = 0; i < s.count; i += 3) ctx.free(ptrs[i]).IgnoreError();
+      benchmark::DoNotOptimize(ptrs[s.count - 1]);
+    }  // destroyed here, with everything still allocated in it
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["rss_mib"] = rss_mib();
+}
+BENCHMARK(BM_ContextRequest)->ArgName("use_pm")->Arg(0)->Arg(1);
+
+void BM_JemallocRequest(benchmark::State& state) {
+  void* ptrs[200];
+  size_t round = 0;
+  for (auto _ : state) {
+    const RequestShape& s = shapes()[round++ % shapes().size()];
+    for (int i = 0; i < s.count; ++i) ptrs[i] = std::malloc(static_cast<size_t>(s.sizes[i]));
+    for (int i = 0; i < s.count; i += 3) std::free(ptrs[i]);
+    benchmark::DoNotOptimize(ptrs[s.count - 1]);
+    for (int i = 0; i < s.count; ++i) {
+      if (i % 3 != 0) std::free(ptrs[i]);
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["rss_mib"] = rss_mib();
+}
+BENCHMARK(BM_JemallocRequest);
+
+}  // namespace
+}  // namespace achunk
