@@ -38,9 +38,9 @@ static_assert(sizeof(ABlock) == 64);
 // Block-layer state of a chunk, right after the AChunk in the header region.
 struct BlockChunkMeta {
   BlockSet* owner_ = nullptr;
-  void* context_ = nullptr;  // the owner's owner (the ObjectSet), for frees by pointer
-  int32_t using_cnt_ = 0;    // spans in use
-  int32_t kind_ = 0;  // which kind of owner context_ is (BlockSet's `kind`)
+  void* context_ = nullptr;     // the owner's owner (the ObjectSet), for frees by pointer
+  int32_t using_cnt_ = 0;       // spans in use
+  int32_t kind_ = 0;            // which kind of owner context_ is (BlockSet's `kind`)
   uint64_t span_bits_[4] = {};  // bit i set: a span (free or used) starts at block i
 };
 

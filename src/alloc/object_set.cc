@@ -48,8 +48,7 @@ void arm_thread_exit() {
 
 }  // namespace
 
-ObjectSet::ObjectSet(ChunkSource& source)
-    : block_set_(source, this, BlockSet::OWNER_OBJECT_SET) {
+ObjectSet::ObjectSet(ChunkSource& source) : block_set_(source, this, BlockSet::OWNER_OBJECT_SET) {
   std::lock_guard<SpinLock> guard(g_sets_lock);
   for (int i = 0; i < MAX_SETS; ++i) {
     if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {

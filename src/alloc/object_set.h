@@ -34,8 +34,8 @@ extern std::atomic<uint32_t> generation[MAX_SETS];
 
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
-  static constexpr uint16_t BIG = 0xFFFF;   // sc_ of a span holding one big object
-  static constexpr uint16_t HEAP = 0xFFFE;  // sc_ of a span holding a ThreadHeap
+  static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
+  static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
 
   std::atomic<ThreadHeap*> owner_{nullptr};  // nullptr: abandoned to the set

@@ -66,7 +66,9 @@ inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   return p;
 }
 
-inline void ObjectSet::free(void* ptr) { free(ptr, BlockSet::ptr2block(header_of(ptr))); }
+inline void ObjectSet::free(void* ptr) {
+  free(ptr, BlockSet::ptr2block(header_of(ptr)));
+}
 
 inline void ObjectSet::free(void* ptr, ABlock* block) {
   Slab* slab = slab_of(block);

@@ -155,10 +155,18 @@ bool destroyable_here(ContextSlot* slot) {
 }
 
 void report_leaks(ContextNode* n) {
+  const ObAllocator& a = n->freeable;
+  if (a.live_count() == 0) return;
+  const LeakHandler handler = g_leak_handler.load();
+  if (a.single_label() >= 0) {  // one label: the counters say it all, no scan
+    handler(LeakReport{n->param.label_, n->site.file_name(), static_cast<int>(n->site.line()),
+                       n->site.function_name(), label_name(static_cast<uint16_t>(a.single_label())),
+                       a.live_count(), a.used()});
+    return;
+  }
   LabelUsage labels[32];
   LabelUsage total;
   const int count = n->freeable.scan_usage(labels, 32, &total);
-  const LeakHandler handler = g_leak_handler.load();
   for (int i = 0; i < count; ++i) {
     handler(LeakReport{n->param.label_, n->site.file_name(), static_cast<int>(n->site.line()),
                        n->site.function_name(), label_name(labels[i].label), labels[i].count,

@@ -81,12 +81,13 @@ void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
     set_alloc_failure(AllocFailure{AllocFailKind::INVALID_SIZE, 0, size, hold_, 0});
     return nullptr;
   }
-  const int64_t slot = slot_of(size);
+  const bool small = size <= SMALL_OBJECT_MAX;
+  const int sc = small ? size_class_of(size) : 0;
+  const int64_t slot = small ? class_slot_size(sc) : slot_of(size);
   char* p = nullptr;
-  if (size <= SMALL_OBJECT_MAX && free_[size_class_of(size)] != nullptr) {
-    void*& head = free_[size_class_of(size)];
-    p = static_cast<char*>(head);
-    head = *static_cast<void**>(head);
+  if (small && free_[sc] != nullptr) {
+    p = static_cast<char*>(free_[sc]);
+    free_[sc] = *static_cast<void**>(free_[sc]);
   } else if (slot + PAGE_META > page_size_) {
     Page* page = new_page(slot + PAGE_META);  // a page of its own, freed with the object
     if (page == nullptr) return nullptr;
@@ -106,6 +107,8 @@ void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
   store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
   write_tail(p, static_cast<uint32_t>(size));
   used_ += size;
+  ++live_;
+  if (single_label_ != label) single_label_ = single_label_ == NO_LABEL_YET ? label : -1;
   return p;
 }
 
@@ -143,6 +146,7 @@ bool ObAllocator::free_locked(void* ptr) {
   }
   store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
   used_ -= header_size(h);
+  --live_;
   auto* page = static_cast<Page*>(block_data(BlockSet::ptr2block(header_of(ptr))));
   if (page->big) {
     release_page(page);
@@ -160,6 +164,8 @@ void ObAllocator::reset() {
   while (pages_ != nullptr) release_page(pages_);
   for (void*& head : free_) head = nullptr;
   used_ = 0;
+  live_ = 0;
+  single_label_ = NO_LABEL_YET;
 }
 
 int ObAllocator::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {

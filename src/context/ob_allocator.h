@@ -32,6 +32,10 @@ class ObAllocator {
 
   int64_t hold() const { return hold_; }  // bytes of pages
   int64_t used() const { return used_; }  // bytes requested by live objects
+  int64_t live_count() const { return live_; }
+  // The one label every object so far was allocated with, or -1 once labels differ;
+  // lets a leak report skip the scan in the common single-label case.
+  int single_label() const { return single_label_; }
   // Live objects by label (see ObjectSet::scan_usage); returns the number of labels.
   int scan_usage(LabelUsage* out, int cap, LabelUsage* total);
   // The allocator an object of any context came from (nullptr if none).
@@ -52,6 +56,9 @@ class ObAllocator {
   void* free_[SIZE_CLASS_COUNT] = {};
   int64_t hold_ = 0;
   int64_t used_ = 0;
+  int64_t live_ = 0;
+  int single_label_ = NO_LABEL_YET;
+  static constexpr int NO_LABEL_YET = -2;
 };
 
 }  // namespace achunk
