@@ -9,6 +9,7 @@
 #include "achunk/error_report.h"
 #include "achunk/tls.h"
 #include "alloc/label.h"
+#include "alloc/object_check.h"
 
 namespace achunk {
 
@@ -59,14 +60,6 @@ AChunk* fail(AllocFailKind kind, int64_t size) {
   return nullptr;
 }
 
-void report_object(ErrorKind kind, void* ptr, uint64_t header, const char* what) {
-  char detail[160];
-  BufWriter w(detail, sizeof(detail));
-  w.str(what).str(" (size=").num(header_size(header)).str(" label=");
-  w.str(label_name(header_label(header))).ch(')');
-  report_error(kind, ptr, detail);
-}
-
 // The object header of a pointer ob_malloc handed out, after checking the chunk and
 // block headers on the way; 0 (after a report) when it is not one.
 uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
@@ -91,19 +84,8 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
                  "memory of a memory context: free it through its context");
     return 0;
   }
-  const uint64_t h = load_header(ptr);
   if (block_out != nullptr) *block_out = block;
-  switch (header_state(h)) {
-    case ObjectState::IN_USE:
-    case ObjectState::BIG:
-    case ObjectState::ALIGNED:
-      return h;
-    case ObjectState::FREE:
-      report_object(ErrorKind::DOUBLE_FREE, ptr, h, "object is already free");
-      return 0;
-  }
-  report_error(ErrorKind::INVALID_FREE, ptr, "no object header (bad magic)");
-  return 0;
+  return live_header(ptr, true);
 }
 
 }  // namespace
@@ -219,18 +201,12 @@ void ObMallocAllocator::free(void* ptr) {
     const uint64_t raw_h = checked_header(raw, &block);
     if (raw_h == 0) return;
     const uint32_t aligned_size = header_size(raw_h) - (uint32_t{1} << header_label(h));
-    if (!tail_intact(ptr, aligned_size)) {
-      report_object(ErrorKind::CORRUPTION, ptr, raw_h, "tail canary of aligned object overwritten");
-      return;
-    }
+    if (!check_tail(ptr, raw_h, aligned_size, "tail canary of aligned object overwritten")) return;
     store_header(ptr, 0);
     ptr = raw;
     h = raw_h;
   }
-  if (!tail_intact(ptr, header_size(h))) {
-    report_object(ErrorKind::CORRUPTION, ptr, h, "tail canary overwritten");
-    return;
-  }
+  if (!check_tail(ptr, h, header_size(h), "tail canary overwritten")) return;
   ObjectSet::free(ptr, block);
 }
 

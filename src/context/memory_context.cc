@@ -275,8 +275,7 @@ absl::Status MemoryContext::destroy() {
 namespace {
 
 // The node if the calling thread may allocate from it; else nullptr with a reason.
-ContextNode* usable_node(const MemoryContext& ctx, ContextNode* n) {
-  (void)ctx;
+ContextNode* usable_node(ContextNode* n) {
   if (n == nullptr) {
     set_alloc_failure(AllocFailure{AllocFailKind::INVALID_ARGUMENT, 0, 0, 0, 0});
     return nullptr;
@@ -291,7 +290,7 @@ ContextNode* usable_node(const MemoryContext& ctx, ContextNode* n) {
 }  // namespace
 
 void* MemoryContext::allocf(int64_t size, const char* label) const {
-  ContextNode* n = usable_node(*this, node());
+  ContextNode* n = usable_node(node());
   if (n == nullptr) return nullptr;
   return n->freeable.alloc(size, label == nullptr ? n->label_id : label_id(label));
 }
@@ -309,7 +308,7 @@ absl::Status MemoryContext::free(void* ptr) const {
 }
 
 void* MemoryContext::allocp(int64_t size) const {
-  ContextNode* n = usable_node(*this, node());
+  ContextNode* n = usable_node(node());
   return n != nullptr ? n->arena.alloc(size) : nullptr;
 }
 

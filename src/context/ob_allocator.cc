@@ -5,6 +5,7 @@
 #include "achunk/buf_writer.h"
 #include "achunk/error_report.h"
 #include "alloc/label.h"
+#include "alloc/object_check.h"
 
 namespace achunk {
 
@@ -29,14 +30,6 @@ constexpr int64_t PAGE_META = 56;
 int64_t slot_of(int64_t size) {
   return size <= SMALL_OBJECT_MAX ? class_slot_size(size_class_of(size))
                                   : (size + AOBJECT_META_SIZE + 15) / 16 * 16;
-}
-
-void report_object(ErrorKind kind, void* ptr, uint64_t header, const char* what) {
-  char detail[160];
-  BufWriter w(detail, sizeof(detail));
-  w.str(what).str(" (size=").num(header_size(header)).str(" label=");
-  w.str(label_name(header_label(header))).ch(')');
-  report_error(kind, ptr, detail);
 }
 
 }  // namespace
@@ -131,19 +124,8 @@ bool ObAllocator::free_locked(void* ptr) {
     report_error(ErrorKind::INVALID_FREE, ptr, "not an object of this memory context");
     return false;
   }
-  const uint64_t h = load_header(ptr);
-  if (header_state(h) == ObjectState::FREE) {
-    report_object(ErrorKind::DOUBLE_FREE, ptr, h, "object is already free");
-    return false;
-  }
-  if (header_state(h) != ObjectState::IN_USE) {
-    report_error(ErrorKind::INVALID_FREE, ptr, "no object header (bad magic)");
-    return false;
-  }
-  if (!tail_intact(ptr, header_size(h))) {
-    report_object(ErrorKind::CORRUPTION, ptr, h, "tail canary overwritten");
-    return false;
-  }
+  const uint64_t h = live_header(ptr, false);
+  if (h == 0 || !check_tail(ptr, h, header_size(h), "tail canary overwritten")) return false;
   store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
   used_ -= header_size(h);
   --live_;
