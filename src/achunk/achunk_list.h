@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "achunk/achunk.h"
+#include "achunk/achunk_header.h"
 #include "achunk/spin_lock.h"
 
 namespace achunk {
@@ -31,6 +31,10 @@ class AChunkList {
   AChunk* pop_oldest() { return pop_expired(INT64_MAX, 0); }
   // Detaches every chunk; returns them as a nullptr-terminated chain through next_.
   AChunk* popall();
+
+  // fork(): held across the fork so the child never inherits it mid-update.
+  void fork_lock() { lock_.lock(); }
+  void fork_unlock() { lock_.unlock(); }
 
   void set_max_hold(int64_t bytes) { max_hold_.store(bytes, std::memory_order_relaxed); }
   int64_t max_hold() const { return max_hold_.load(std::memory_order_relaxed); }

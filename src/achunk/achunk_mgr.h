@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "achunk/achunk.h"
+#include "achunk/achunk_header.h"
 #include "achunk/achunk_list.h"
 #include "achunk/alloc_failure.h"
 #include "achunk/chunk_stats.h"
@@ -78,6 +78,11 @@ class AChunkMgr {
   ChunkMgrStats get_stats(bool with_os = true) const;
   int64_t print(char* buf, int64_t len) const;
   int64_t print_json(char* buf, int64_t len) const;
+
+  // Taken before fork() and released after it in both processes, so a child forked while
+  // other threads allocate finds every lock free and every list whole.
+  void fork_lock();
+  void fork_unlock();
 
   // Slot of a chunk whose mapped size is `aligned`; normal chunks use the given way.
   static int slot_index(int64_t aligned, int way);

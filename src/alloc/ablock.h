@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "achunk/achunk.h"
+#include "achunk/achunk_header.h"
 
 namespace achunk {
 

@@ -3,7 +3,7 @@
 // Depends on the chunk layer.
 #pragma once
 
-#include "achunk/achunk.h"
+#include "achunk/achunk_header.h"
 #include "achunk/achunk_mgr.h"
 
 namespace achunk {

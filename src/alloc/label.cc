@@ -81,6 +81,13 @@ uint16_t intern(const char* s, size_t len) {
 
 }  // namespace
 
+void label_fork_lock() {
+  g_labels.lock.lock();
+}
+void label_fork_unlock() {
+  g_labels.lock.unlock();
+}
+
 uint16_t label_id(const char* label) {
   if (label == nullptr || label[0] == '\0') label = "unlabeled";
   return lookup(label, clipped_len(label));

@@ -14,6 +14,10 @@ inline constexpr int LABEL_MAX_LEN = 15;  // longer labels are cut, as OceanBase
 // The id of `label` (nullptr or "" means "unlabeled"); interns it on first use. When the
 // table is full, new labels share the id of "label_overflow".
 uint16_t label_id(const char* label);
+// fork(): the table's lock held across the fork.
+void label_fork_lock();
+void label_fork_unlock();
+
 namespace label_detail {
 extern char names[LABEL_CAPACITY][LABEL_MAX_LEN + 1];
 }  // namespace label_detail

@@ -1,5 +1,6 @@
 #include "alloc/malloc_allocator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -156,6 +157,20 @@ bool ObMallocAllocator::set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int
   return true;
 }
 
+void ObMallocAllocator::fork_lock() {
+  lock_.lock();
+  label_fork_lock();
+  ObjectSet::fork_lock_all();
+  chunk_mgr_.fork_lock();
+}
+
+void ObMallocAllocator::fork_unlock() {
+  chunk_mgr_.fork_unlock();
+  ObjectSet::fork_unlock_all();
+  label_fork_unlock();
+  lock_.unlock();
+}
+
 void ObMallocAllocator::flush_thread_caches() {
   for_each_ctx(
       [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });
@@ -216,6 +231,17 @@ int64_t ObMallocAllocator::get_size(void* ptr) {
   if (header_state(h) != ObjectState::ALIGNED) return header_size(h);
   void* raw = static_cast<char*>(ptr) - header_size(h);
   return header_size(load_header(raw)) - (int64_t{1} << header_label(h));
+}
+
+int64_t ObMallocAllocator::usable_size(void* ptr) {
+  const uint64_t h = checked_header(ptr);
+  if (h == 0) return -1;
+  if (header_state(h) == ObjectState::ALIGNED) return get_size(ptr);
+  // Callers may write every byte we report, so the object first grows to fill its slot
+  // and its canary moves to the slot's end; the overrun check stays exact.
+  const int64_t capacity = std::min(ObjectSet::usable_size(ptr), AOBJECT_MAX_SIZE);
+  ObjectSet::resize_in_place(ptr, capacity);
+  return capacity;
 }
 
 void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr) {

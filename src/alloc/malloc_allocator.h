@@ -35,6 +35,9 @@ class ObMallocAllocator {
   static void free(void* ptr);
   // Requested size of a live object; -1 (and a report) for an invalid pointer.
   static int64_t get_size(void* ptr);
+  // Bytes the caller may use (at least the requested size): the object is grown in place
+  // to fill its slot or span first. -1 (and a report) for an invalid pointer.
+  static int64_t usable_size(void* ptr);
 
   ObTenantCtxAllocator* get_tenant_ctx_allocator(uint64_t tenant_id, int ctx_id);
   ObTenantMemory* get_tenant(uint64_t tenant_id);
@@ -43,6 +46,9 @@ class ObMallocAllocator {
   // Returns the calling thread's cached slabs of every ctx to the block layer.
   void flush_thread_caches();
   AChunkMgr& chunk_mgr() { return chunk_mgr_; }
+  // fork(): the directory's, every object set's and the chunk manager's locks.
+  void fork_lock();
+  void fork_unlock();
 
   // "[MEMORY] tenant_id= ctx_id= hold= used= limit= free=" per ctx, then one line per
   // label sorted by hold. Returns the length needed, like snprintf; never allocates.

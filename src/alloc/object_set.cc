@@ -203,6 +203,20 @@ void ObjectSet::release_slab(ABlock* block) {
   block_set_.free_block(block);
 }
 
+void ObjectSet::fork_lock_all() {
+  g_sets_lock.lock();
+  for (auto& slot : g_sets) {
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) set->lock_.lock();
+  }
+}
+
+void ObjectSet::fork_unlock_all() {
+  for (auto& slot : g_sets) {
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) set->lock_.unlock();
+  }
+  g_sets_lock.unlock();
+}
+
 ObjectSet* ObjectSet::owner_of(void* ptr) {
   return static_cast<ObjectSet*>(chunk_meta(AChunk::ptr2chunk(ptr))->context_);
 }

@@ -109,6 +109,9 @@ class ObjectSet {
     return heap != nullptr && object_set_tls::heap_generation[index_] == gen ? heap : nullptr;
   }
   int index() const { return index_; }
+  // fork(): every set's lock (and the registry's) held across the fork.
+  static void fork_lock_all();
+  static void fork_unlock_all();
   // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
   // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
   // callers may also run it when a thread goes idle.

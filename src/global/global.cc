@@ -1,5 +1,6 @@
 #include "global/global.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -52,6 +53,31 @@ Globals& globals() {
 }
 
 }  // namespace
+
+namespace {
+
+void fork_prepare() {
+  Globals& g = globals();
+  g.options_lock.lock();
+  g.malloc_allocator.fork_lock();
+}
+
+void fork_release() {
+  Globals& g = globals();
+  g.malloc_allocator.fork_unlock();
+  g.options_lock.unlock();
+}
+
+std::atomic<bool> g_fork_handlers_installed{false};
+
+}  // namespace
+
+void install_fork_handlers() {
+  globals();  // created before the first fork, not inside one
+  if (!g_fork_handlers_installed.exchange(true)) {
+    pthread_atfork(&fork_prepare, &fork_release, &fork_release);
+  }
+}
 
 AChunkMgr& global_chunk_mgr() {
   return globals().chunk_mgr;

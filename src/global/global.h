@@ -14,5 +14,10 @@ AChunkMgr& global_chunk_mgr();
 ObMallocAllocator& global_malloc_allocator();
 // The context_use_pm option as it is now.
 bool context_use_pm();
+// Registers pthread_atfork handlers that hold every allocator lock across fork(), so a
+// child forked while other threads allocate can allocate. Idempotent. Not called from
+// inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its load
+// time constructor, library users before they fork.
+void install_fork_handlers();
 
 }  // namespace achunk

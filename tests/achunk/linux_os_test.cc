@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "achunk/achunk.h"
+#include "achunk/achunk_header.h"
 
 namespace achunk {
 namespace {

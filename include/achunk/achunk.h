@@ -1,0 +1,50 @@
+/* achunk's C API: the malloc family under an achunk_ prefix (what libachunk_malloc.so
+ * exports as malloc, free, ... when preloaded), option get/set, and the chunk dump and
+ * usage print into a caller buffer. For C callers and FFI (LuaJIT).
+ * Depends on nothing but the C standard headers. */
+#ifndef ACHUNK_ACHUNK_H_
+#define ACHUNK_ACHUNK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Same contracts as glibc's: NULL with errno ENOMEM on failure, malloc(0) is a unique
+ * pointer, realloc(p, 0) frees p and returns NULL, posix_memalign returns EINVAL for an
+ * alignment that is not a power-of-two multiple of sizeof(void*). Alignments above
+ * 1 MiB are refused (EINVAL). */
+void* achunk_malloc(size_t size);
+void achunk_free(void* ptr);
+void* achunk_calloc(size_t count, size_t size);
+void* achunk_realloc(void* ptr, size_t size);
+void* achunk_reallocarray(void* ptr, size_t count, size_t size);
+void* achunk_memalign(size_t alignment, size_t size);
+int achunk_posix_memalign(void** out, size_t alignment, size_t size);
+void* achunk_aligned_alloc(size_t alignment, size_t size);
+void* achunk_valloc(size_t size);
+void* achunk_pvalloc(size_t size);
+size_t achunk_malloc_usable_size(void* ptr);
+void achunk_free_sized(void* ptr, size_t size);
+void achunk_free_aligned_sized(void* ptr, size_t alignment, size_t size);
+
+/* Options by name ("memory_chunk_cache_size", "2M"): 0 on success; -1 with the reason
+ * in err (NUL-terminated) for a bad name or value, changing nothing. */
+int achunk_set_option(const char* name, const char* value, char* err, size_t err_len);
+/* 0 and *value on success, -1 for an unknown name. */
+int achunk_get_option(const char* name, int64_t* value);
+
+/* The [chunk_mgr] dump (json != 0: JSON) and the [MEMORY] usage print into buf, always
+ * NUL-terminated; return the length needed, like snprintf. Never allocate. */
+int64_t achunk_print_chunk_dump(char* buf, size_t len, int json);
+int64_t achunk_print_usage(char* buf, size_t len, int json);
+/* Unmaps every cached chunk now; returns the bytes released. */
+int64_t achunk_release_free_memory(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACHUNK_ACHUNK_H_ */

@@ -1,0 +1,180 @@
+// Drop-in malloc, the symbols: compiled only into libachunk_malloc.so, it defines
+// glibc's malloc family, the __libc_* aliases and every C++ operator new/delete on top of
+// the achunk_* functions, so `LD_PRELOAD=libachunk_malloc.so` or
+// `mysqld_safe --malloc-lib=/usr/lib/x86_64-linux-gnu/libachunk_malloc.so` routes a
+// whole process through achunk. Depends on achunk.h and src/global/ (fork handlers).
+#include <errno.h>
+
+#include <cstddef>
+#include <new>
+
+#include "achunk/achunk.h"
+#include "global/global.h"
+
+#define ACHUNK_EXPORT extern "C" __attribute__((visibility("default")))
+
+// At load time, outside any malloc call: pthread_atfork may itself allocate.
+__attribute__((constructor)) static void achunk_malloc_init() {
+  achunk::install_fork_handlers();
+}
+
+ACHUNK_EXPORT void* malloc(size_t n) {
+  return achunk_malloc(n);
+}
+ACHUNK_EXPORT void free(void* p) {
+  achunk_free(p);
+}
+ACHUNK_EXPORT void* calloc(size_t c, size_t n) {
+  return achunk_calloc(c, n);
+}
+ACHUNK_EXPORT void* realloc(void* p, size_t n) {
+  return achunk_realloc(p, n);
+}
+ACHUNK_EXPORT void* reallocarray(void* p, size_t c, size_t n) {
+  return achunk_reallocarray(p, c, n);
+}
+ACHUNK_EXPORT void* memalign(size_t a, size_t n) {
+  return achunk_memalign(a, n);
+}
+ACHUNK_EXPORT int posix_memalign(void** out, size_t a, size_t n) {
+  return achunk_posix_memalign(out, a, n);
+}
+ACHUNK_EXPORT void* aligned_alloc(size_t a, size_t n) {
+  return achunk_aligned_alloc(a, n);
+}
+ACHUNK_EXPORT void* valloc(size_t n) {
+  return achunk_valloc(n);
+}
+ACHUNK_EXPORT void* pvalloc(size_t n) {
+  return achunk_pvalloc(n);
+}
+ACHUNK_EXPORT size_t malloc_usable_size(void* p) {
+  return achunk_malloc_usable_size(p);
+}
+ACHUNK_EXPORT void free_sized(void* p, size_t n) {
+  achunk_free_sized(p, n);
+}
+ACHUNK_EXPORT void free_aligned_sized(void* p, size_t a, size_t n) {
+  achunk_free_aligned_sized(p, a, n);
+}
+ACHUNK_EXPORT void cfree(void* p) {
+  achunk_free(p);
+}
+
+// glibc's internal names, which some programs and libraries call directly.
+ACHUNK_EXPORT void* __libc_malloc(size_t n) {
+  return achunk_malloc(n);
+}
+ACHUNK_EXPORT void __libc_free(void* p) {
+  achunk_free(p);
+}
+ACHUNK_EXPORT void* __libc_calloc(size_t c, size_t n) {
+  return achunk_calloc(c, n);
+}
+ACHUNK_EXPORT void* __libc_realloc(void* p, size_t n) {
+  return achunk_realloc(p, n);
+}
+ACHUNK_EXPORT void* __libc_memalign(size_t a, size_t n) {
+  return achunk_memalign(a, n);
+}
+ACHUNK_EXPORT void* __libc_valloc(size_t n) {
+  return achunk_valloc(n);
+}
+ACHUNK_EXPORT void* __libc_pvalloc(size_t n) {
+  return achunk_pvalloc(n);
+}
+ACHUNK_EXPORT int __posix_memalign(void** out, size_t a, size_t n) {
+  return achunk_posix_memalign(out, a, n);
+}
+ACHUNK_EXPORT void __libc_free_sized(void* p, size_t n) {
+  achunk_free_sized(p, n);
+}
+ACHUNK_EXPORT void __libc_free_aligned_sized(void* p, size_t a, size_t n) {
+  achunk_free_aligned_sized(p, a, n);
+}
+
+namespace {
+
+// operator new: retry through the new_handler, then throw, as the standard says.
+void* new_or_throw(size_t n, size_t align) {
+  for (;;) {
+    void* p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+    if (p != nullptr) return p;
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+
+void* new_nothrow(size_t n, size_t align) noexcept {
+  try {
+    return new_or_throw(n, align);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+#define ACHUNK_NEW __attribute__((visibility("default")))
+
+ACHUNK_NEW void* operator new(size_t n) {
+  return new_or_throw(n, 0);
+}
+ACHUNK_NEW void* operator new[](size_t n) {
+  return new_or_throw(n, 0);
+}
+ACHUNK_NEW void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  return new_nothrow(n, 0);
+}
+ACHUNK_NEW void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  return new_nothrow(n, 0);
+}
+ACHUNK_NEW void* operator new(size_t n, std::align_val_t a) {
+  return new_or_throw(n, static_cast<size_t>(a));
+}
+ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a) {
+  return new_or_throw(n, static_cast<size_t>(a));
+}
+ACHUNK_NEW void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return new_nothrow(n, static_cast<size_t>(a));
+}
+ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return new_nothrow(n, static_cast<size_t>(a));
+}
+ACHUNK_NEW void operator delete(void* p) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete[](void* p) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete(void* p, const std::nothrow_t&) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete(void* p, size_t) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete[](void* p, size_t) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete(void* p, std::align_val_t) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete[](void* p, std::align_val_t) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete(void* p, size_t, std::align_val_t) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete[](void* p, size_t, std::align_val_t) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  achunk_free(p);
+}
+ACHUNK_NEW void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  achunk_free(p);
+}
