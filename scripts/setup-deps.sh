@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev
-  libjemalloc-dev "$@")
+  libjemalloc-dev pkgconf "$@")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -24,6 +24,8 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
      "a cached chunk idle this long is unmapped by a later free_chunk; -1 disables"},
     {"context_use_pm", OptionType::BOOL, 1, 0, 1,
      "memory contexts asking for it take pages from their thread's page manager"},
+    {"stats_print", OptionType::BOOL, 0, 0, 1,
+     "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
 };
 
 Options::Options() {

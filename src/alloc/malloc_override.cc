@@ -4,6 +4,7 @@
 // `mysqld_safe --malloc-lib=/usr/lib/x86_64-linux-gnu/libachunk_malloc.so` routes a
 // whole process through achunk. Depends on achunk.h and src/global/ (fork handlers).
 #include <errno.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <new>
@@ -16,6 +17,24 @@
 // At load time, outside any malloc call: pthread_atfork may itself allocate.
 __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
+}
+
+// stats_print:true: the dump and the usage on stderr when the process exits.
+__attribute__((destructor)) static void achunk_malloc_fini() {
+  int64_t on = 0;
+  if (achunk_get_option("stats_print", &on) != 0 || on == 0) return;
+  static char buf[64 * 1024];
+  for (int what = 0; what < 2; ++what) {
+    const int64_t n = what == 0 ? achunk_print_chunk_dump(buf, sizeof(buf), 0)
+                                : achunk_print_usage(buf, sizeof(buf), 0);
+    const size_t len =
+        n < static_cast<int64_t>(sizeof(buf)) ? static_cast<size_t>(n) : sizeof(buf) - 1;
+    for (size_t off = 0; off < len;) {
+      const ssize_t w = ::write(2, buf + off, len - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+  }
 }
 
 ACHUNK_EXPORT void* malloc(size_t n) {
