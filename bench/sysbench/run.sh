@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# sysbench against a private MariaDB server under each allocator setting:
+#   glibc | jemalloc (Debian libjemalloc2) | achunk cache 0 + no eviction | achunk cache 2M |
+#   achunk default (cache 0, 30 s idle eviction)
+# For each: oltp_read_write for RUN_S seconds (QPS, p95, errors, peak RSS), RSS every
+# second through an IDLE_S idle window, then oltp_point_select for POINT_S seconds, and
+# the [chunk_mgr] dump the server prints at exit (stats_print). Writes results.md and
+# rss.png (gnuplot) into OUT. The server has its own temporary datadir and a unix socket,
+# no TCP, and is stopped and removed at the end even on failure.
+# Usage: bench/sysbench/run.sh   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 OUT=build/sysbench)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+RUN_S=${RUN_S:-60}
+IDLE_S=${IDLE_S:-60}
+POINT_S=${POINT_S:-30}
+THREADS=${THREADS:-4}
+TABLES=${TABLES:-4}
+TABLE_SIZE=${TABLE_SIZE:-100000}
+OUT=${OUT:-$ROOT/build/sysbench}
+
+scripts/setup-deps.sh sysbench mariadb-server gnuplot-nox libjemalloc2
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build --target achunk_malloc >/dev/null
+ACHUNK_SO=$ROOT/build/libachunk_malloc.so
+JEMALLOC_SO=$(ldconfig -p | awk '/libjemalloc.so.2 /{print $NF; exit}')
+mkdir -p "$OUT"
+
+WORK=$(mktemp -d /tmp/achunk-sysbench.XXXXXX)
+SOCK=$WORK/mysqld.sock
+PID=
+stop_server() {
+  if [[ -n "$PID" ]] && kill -0 "$PID" 2>/dev/null; then
+    mariadb-admin --no-defaults --socket="$SOCK" -uroot shutdown 2>/dev/null || kill "$PID" || true
+    for _ in $(seq 1 60); do kill -0 "$PID" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$PID" 2>/dev/null || true
+  fi
+  PID=
+}
+cleanup() { stop_server; rm -rf "$WORK"; }
+trap cleanup EXIT INT TERM
+
+mariadb-install-db --no-defaults --datadir="$WORK/data" --user="$(id -un)" \
+  --auth-root-authentication-method=normal --skip-test-db >"$WORK/install.log" 2>&1
+
+start_server() {  # $1 = preload library or "", $2 = ACHUNK_CONF
+  local preload=$1 conf=$2
+  env ${preload:+LD_PRELOAD=$preload} ACHUNK_CONF="$conf" \
+    /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$SOCK" --skip-networking \
+    --pid-file="$WORK/mysqld.pid" --user="$(id -un)" --innodb-buffer-pool-size=256M \
+    --max-connections=64 --log-error="$WORK/error.log" 2>"$WORK/stderr.log" &
+  PID=$!
+  for _ in $(seq 1 120); do
+    mariadb-admin --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "mariadbd did not start; see $WORK/error.log" >&2
+  cat "$WORK/error.log" >&2 || true
+  return 1
+}
+
+rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status" 2>/dev/null || echo 0; }
+
+SB_COMMON=(--db-driver=mysql --mysql-socket="$SOCK" --mysql-user=root --mysql-db=sbtest
+  --tables="$TABLES" --table-size="$TABLE_SIZE")
+
+# Prepare the tables once, under glibc.
+start_server "" ""
+mariadb --no-defaults --socket="$SOCK" -uroot -e "CREATE DATABASE IF NOT EXISTS sbtest"
+sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" prepare >"$WORK/prepare.log"
+stop_server
+
+SETTINGS=(glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default)
+printf '| setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |\n|---|---|---|---|---|---|---|---|\n' >"$OUT/results.md"
+: >"$OUT/rss.dat"
+for setting in "${SETTINGS[@]}"; do
+  case $setting in
+    glibc) preload=""; conf="" ;;
+    jemalloc) preload=$JEMALLOC_SO; conf="" ;;
+    achunk_cache0_noevict) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:0,chunk_cache_ttl_ms:-1,stats_print:true" ;;
+    achunk_cache2M) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:2M,stats_print:true" ;;
+    achunk_default) preload=$ACHUNK_SO; conf="stats_print:true" ;;
+  esac
+  echo "=== $setting ===" >&2
+  start_server "$preload" "$conf"
+  peak=0
+  sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" --time="$RUN_S" \
+    --percentile=95 run >"$WORK/rw.log" &
+  sb=$!
+  t=0
+  while kill -0 "$sb" 2>/dev/null; do
+    r=$(rss_kb); ((r > peak)) && peak=$r
+    echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
+  done
+  wait "$sb"
+  for _ in $(seq 1 "$IDLE_S"); do
+    r=$(rss_kb); echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
+  done
+  idle_end=$(rss_kb)
+  sysbench oltp_point_select "${SB_COMMON[@]}" --threads="$THREADS" --time="$POINT_S" run \
+    >"$WORK/ps.log"
+  stop_server
+  qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/rw.log")
+  p95=$(awk '/95th percentile:/{print $3}' "$WORK/rw.log")
+  errs=$(awk '/ignored errors:/{print $3}' "$WORK/rw.log")
+  ps_qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/ps.log")
+  expired=$(grep -o 'expired_unmaps= *[0-9,]*' "$WORK/stderr.log" | tail -n 1 | tr -d ' ,' | cut -d= -f2)
+  grep -m1 '^\[chunk_mgr\]' "$WORK/stderr.log" >"$OUT/dump_$setting.txt" 2>/dev/null || true
+  printf '| %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n' "$setting" "$qps" "$p95" "$errs" \
+    "$(echo "$peak / 1024" | bc -l)" "$(echo "$idle_end / 1024" | bc -l)" "$ps_qps" \
+    "${expired:--}" >>"$OUT/results.md"
+done
+
+gnuplot <<PLOT
+set terminal png size 1000,600
+set output "$OUT/rss.png"
+set title "mariadbd RSS: oltp_read_write ${RUN_S}s, then ${IDLE_S}s idle"
+set xlabel "seconds"
+set ylabel "RSS MiB"
+set key left top
+plot for [s in "${SETTINGS[*]}"] "< awk '\$1==\"".s."\"' $OUT/rss.dat" using 2:(\$3/1024) with lines title s
+PLOT
+cat "$OUT/results.md"
+echo "plot: $OUT/rss.png; dumps: $OUT/dump_*.txt" >&2
