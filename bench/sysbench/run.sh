@@ -104,15 +104,19 @@ for setting in "${SETTINGS[@]}"; do
   p95=$(awk '/95th percentile:/{print $3}' "$WORK/rw.log")
   errs=$(awk '/ignored errors:/{print $3}' "$WORK/rw.log")
   ps_qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/ps.log")
-  expired=$(grep -o 'expired_unmaps= *[0-9,]*' "$WORK/stderr.log" | tail -n 1 | tr -d ' ,' | cut -d= -f2)
-  grep -m1 '^\[chunk_mgr\]' "$WORK/stderr.log" >"$OUT/dump_$setting.txt" 2>/dev/null || true
-  printf '| %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n' "$setting" "$qps" "$p95" "$errs" \
-    "$(echo "$peak / 1024" | bc -l)" "$(echo "$idle_end / 1024" | bc -l)" "$ps_qps" \
-    "${expired:--}" >>"$OUT/results.md"
+  # With --log-error the server's stderr goes to the error log: stats_print's dump is there.
+  expired=$( (grep -ho 'expired_unmaps= *[0-9,]*' "$WORK/error.log" "$WORK/stderr.log" || true) |
+    tail -n 1 | tr -d ' ,' | cut -d= -f2)
+  (grep -h -A 20 '^\[chunk_mgr\]' "$WORK/error.log" "$WORK/stderr.log" || true) >"$OUT/dump_$setting.txt"
+  : >"$WORK/error.log"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$setting" "$qps" "$p95" "$errs" \
+    "$(awk -v k="$peak" 'BEGIN{printf "%.1f", k/1024}')" \
+    "$(awk -v k="$idle_end" 'BEGIN{printf "%.1f", k/1024}')" "$ps_qps" "${expired:--}" \
+    >>"$OUT/results.md"
 done
 
 gnuplot <<PLOT
-set terminal png size 1000,600
+set terminal png size 1000,600 noenhanced
 set output "$OUT/rss.png"
 set title "mariadbd RSS: oltp_read_write ${RUN_S}s, then ${IDLE_S}s idle"
 set xlabel "seconds"

@@ -80,37 +80,21 @@ ACHUNK_EXPORT void cfree(void* p) {
   achunk_free(p);
 }
 
-// glibc's internal names, which some programs and libraries call directly.
-ACHUNK_EXPORT void* __libc_malloc(size_t n) {
-  return achunk_malloc(n);
-}
-ACHUNK_EXPORT void __libc_free(void* p) {
-  achunk_free(p);
-}
-ACHUNK_EXPORT void* __libc_calloc(size_t c, size_t n) {
-  return achunk_calloc(c, n);
-}
-ACHUNK_EXPORT void* __libc_realloc(void* p, size_t n) {
-  return achunk_realloc(p, n);
-}
-ACHUNK_EXPORT void* __libc_memalign(size_t a, size_t n) {
-  return achunk_memalign(a, n);
-}
-ACHUNK_EXPORT void* __libc_valloc(size_t n) {
-  return achunk_valloc(n);
-}
-ACHUNK_EXPORT void* __libc_pvalloc(size_t n) {
-  return achunk_pvalloc(n);
-}
-ACHUNK_EXPORT int __posix_memalign(void** out, size_t a, size_t n) {
-  return achunk_posix_memalign(out, a, n);
-}
-ACHUNK_EXPORT void __libc_free_sized(void* p, size_t n) {
-  achunk_free_sized(p, n);
-}
-ACHUNK_EXPORT void __libc_free_aligned_sized(void* p, size_t a, size_t n) {
-  achunk_free_aligned_sized(p, a, n);
-}
+// glibc's internal names, which some programs and libraries call directly: aliases of
+// the definitions above, not more wrappers.
+#define ACHUNK_ALIAS(name, target) \
+  extern "C"                       \
+      __attribute__((visibility("default"), alias(#target), copy(target))) decltype(target) name
+ACHUNK_ALIAS(__libc_malloc, malloc);
+ACHUNK_ALIAS(__libc_free, free);
+ACHUNK_ALIAS(__libc_calloc, calloc);
+ACHUNK_ALIAS(__libc_realloc, realloc);
+ACHUNK_ALIAS(__libc_memalign, memalign);
+ACHUNK_ALIAS(__libc_valloc, valloc);
+ACHUNK_ALIAS(__libc_pvalloc, pvalloc);
+ACHUNK_ALIAS(__posix_memalign, posix_memalign);
+ACHUNK_ALIAS(__libc_free_sized, free_sized);
+ACHUNK_ALIAS(__libc_free_aligned_sized, free_aligned_sized);
 
 namespace {
 
