@@ -4,7 +4,8 @@
 #   achunk default (cache 0, 30 s idle eviction)
 # For each: oltp_read_write for RUN_S seconds (QPS, p95, errors, peak RSS), RSS every
 # second through an IDLE_S idle window, then oltp_point_select for POINT_S seconds, and
-# the [chunk_mgr] dump the server prints at exit (stats_print). Writes results.md and
+# the [chunk_mgr] dump the server prints at exit (stats_print). A sixth setting adds the
+# opt-in release thread (release_interval_ms:1000) to the default. Writes results.md and
 # rss.png (gnuplot) into OUT. The server has its own temporary datadir and a unix socket,
 # no TCP, and is stopped and removed at the end even on failure.
 # Usage: bench/sysbench/run.sh   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 OUT=build/sysbench)
@@ -70,7 +71,7 @@ mariadb --no-defaults --socket="$SOCK" -uroot -e "CREATE DATABASE IF NOT EXISTS 
 sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" prepare >"$WORK/prepare.log"
 stop_server
 
-SETTINGS=(glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default)
+SETTINGS=(glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread)
 printf '| setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |\n|---|---|---|---|---|---|---|---|\n' >"$OUT/results.md"
 : >"$OUT/rss.dat"
 for setting in "${SETTINGS[@]}"; do
@@ -80,6 +81,7 @@ for setting in "${SETTINGS[@]}"; do
     achunk_cache0_noevict) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:0,chunk_cache_ttl_ms:-1,stats_print:true" ;;
     achunk_cache2M) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:2M,stats_print:true" ;;
     achunk_default) preload=$ACHUNK_SO; conf="stats_print:true" ;;
+    achunk_release_thread) preload=$ACHUNK_SO; conf="release_interval_ms:1000,stats_print:true" ;;
   esac
   echo "=== $setting ===" >&2
   start_server "$preload" "$conf"

@@ -43,6 +43,10 @@ class AChunkMgr {
   void free_chunk(AChunk* chunk);
   // Unmaps every cached chunk; returns the bytes released.
   int64_t sync_wash();
+  // Unmaps every cached chunk that has idled for the TTL, not just one (for a host's own
+  // timer or the drop-in malloc's opt-in release thread, when no frees arrive). Skips,
+  // returning 0, if another thread is evicting. Returns the chunks unmapped.
+  int64_t release_expired();
   // Gives the physical pages of a range inside a live chunk back to the OS (the range
   // stays mapped and reads as zero). For the block layer's wash of free spans. Returns 0
   // or the errno.

@@ -62,6 +62,17 @@ void AChunkMgr::maybe_evict_one(int64_t now_us) {
   evicting_.store(false, std::memory_order_release);
 }
 
+int64_t AChunkMgr::release_expired() {
+  const int64_t ttl = ttl_us_.load(std::memory_order_relaxed);
+  if (ttl < 0) return 0;
+  if (evicting_.exchange(true, std::memory_order_acquire)) return 0;
+  const int64_t now = clock_.now_us();
+  int64_t released = 0;
+  while (evict_one_expired(now, ttl)) ++released;
+  evicting_.store(false, std::memory_order_release);
+  return released;
+}
+
 bool AChunkMgr::evict_one_expired(int64_t now_us, int64_t ttl_us) {
   int64_t earliest = AChunkList::EMPTY_TS;
   for (int k = 0; k < CACHEABLE_SLOTS; ++k) {

@@ -26,6 +26,8 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
      "memory contexts asking for it take pages from their thread's page manager"},
     {"stats_print", OptionType::BOOL, 0, 0, 1,
      "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
+    {"release_interval_ms", OptionType::INT, 0, 0, 3'600'000,
+     "drop-in malloc: a thread releases expired cached chunks this often; 0 = no thread"},
 };
 
 Options::Options() {

@@ -17,6 +17,7 @@
 // At load time, outside any malloc call: pthread_atfork may itself allocate.
 __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
+  achunk::start_release_thread();
 }
 
 // stats_print:true: the dump and the usage on stderr when the process exits.

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <atomic>
 #include <mutex>
@@ -69,8 +70,38 @@ void fork_release() {
 }
 
 std::atomic<bool> g_fork_handlers_installed{false};
+std::atomic<bool> g_release_thread_started{false};
+
+void* release_loop(void*) {
+  for (;;) {
+    int64_t interval_ms = 0;
+    get_option("release_interval_ms", &interval_ms);
+    // Switched off at run time: look again in a second.
+    const int64_t ms = interval_ms > 0 ? interval_ms : 1000;
+    timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    if (interval_ms > 0) global_chunk_mgr().release_expired();
+  }
+  return nullptr;
+}
 
 }  // namespace
+
+void start_release_thread() {
+  int64_t interval_ms = 0;
+  if (!get_option("release_interval_ms", &interval_ms) || interval_ms <= 0) return;
+  if (g_release_thread_started.exchange(true)) return;
+  pthread_t tid;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&tid, &attr, &release_loop, nullptr) != 0) {
+    write_stderr_line("achunk: could not start the release thread; idle release stays free-driven");
+    g_release_thread_started.store(false);
+  }
+  pthread_attr_destroy(&attr);
+}
 
 void install_fork_handlers() {
   globals();  // created before the first fork, not inside one

@@ -19,5 +19,10 @@ bool context_use_pm();
 // inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its load
 // time constructor, library users before they fork.
 void install_fork_handlers();
+// Starts the opt-in release thread if release_interval_ms > 0: every interval it unmaps
+// all cached chunks that idled for chunk_cache_ttl_ms, so a process that has gone
+// completely silent (no frees, so no eviction) still gives its cache back. Idempotent;
+// the drop-in malloc calls it at load time. A forked child has no such thread.
+void start_release_thread();
 
 }  // namespace achunk

@@ -201,3 +201,29 @@ TEST_F(AChunkMgrEvictTest, ExpiredUnmapsIsPrinted) {
 
 }  // namespace
 }  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+class AChunkMgrReleaseTest : public ChunkMgrTest {};
+
+TEST_F(AChunkMgrReleaseTest, ReleaseExpiredTakesEveryExpiredChunkAndNothingYounger) {
+  std::vector<AChunk*> old_chunks;
+  for (int i = 0; i < 5; ++i) old_chunks.push_back(alloc_normal());
+  old_chunks.push_back(alloc_mb(6));
+  for (AChunk* c : old_chunks) mgr_.free_chunk(c);
+  clock_.advance_ms(20000);
+  mgr_.free_chunk(alloc_normal());  // reuses one old chunk: young again
+  EXPECT_EQ(mgr_.release_expired(), 0);
+  clock_.advance_ms(10000);  // the 5 untouched ones are now 30 s old
+  EXPECT_EQ(mgr_.release_expired(), 5);
+  EXPECT_EQ(total_cached(), 1);
+  EXPECT_EQ(mgr_.get_expired_unmaps(), 5);
+  mgr_.set_chunk_cache_ttl_ms(-1);
+  clock_.advance_ms(100000);
+  EXPECT_EQ(mgr_.release_expired(), 0);  // eviction off
+  expect_consistent();
+}
+
+}  // namespace
+}  // namespace achunk::testing
