@@ -32,7 +32,8 @@ SOCK=$WORK/mysqld.sock
 PID=
 stop_server() {
   if [[ -n "$PID" ]] && kill -0 "$PID" 2>/dev/null; then
-    mariadb-admin --no-defaults --socket="$SOCK" -uroot shutdown 2>/dev/null || kill "$PID" || true
+    timeout 60 mariadb-admin --no-defaults --socket="$SOCK" -uroot shutdown 2>/dev/null ||
+      kill "$PID" || true
     for _ in $(seq 1 60); do kill -0 "$PID" 2>/dev/null || break; sleep 0.5; done
     kill -9 "$PID" 2>/dev/null || true
   fi

@@ -1,6 +1,7 @@
 #include "global/global.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -96,10 +97,18 @@ void start_release_thread() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The thread starts with every signal blocked: it is created at load time, before the
+  // host sets its own masks, and must never take a signal meant for the host (a server's
+  // sigwait thread would wait forever for a SIGTERM delivered here).
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
   if (pthread_create(&tid, &attr, &release_loop, nullptr) != 0) {
     write_stderr_line("achunk: could not start the release thread; idle release stays free-driven");
     g_release_thread_started.store(false);
   }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   pthread_attr_destroy(&attr);
 }
 
