@@ -73,7 +73,15 @@ void fork_release() {
 std::atomic<bool> g_fork_handlers_installed{false};
 std::atomic<bool> g_release_thread_started{false};
 
+// -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
+std::atomic<int> g_release_thread_masked{-1};
+
 void* release_loop(void*) {
+  sigset_t mask;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  const bool blocked = sigismember(&mask, SIGTERM) == 1 && sigismember(&mask, SIGINT) == 1 &&
+                       sigismember(&mask, SIGUSR1) == 1 && sigismember(&mask, SIGHUP) == 1;
+  g_release_thread_masked.store(blocked ? 1 : 0, std::memory_order_release);
   for (;;) {
     int64_t interval_ms = 0;
     get_option("release_interval_ms", &interval_ms);
@@ -110,6 +118,10 @@ void start_release_thread() {
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   pthread_attr_destroy(&attr);
+}
+
+int release_thread_signals_blocked() {
+  return g_release_thread_masked.load(std::memory_order_acquire);
 }
 
 void install_fork_handlers() {

@@ -24,5 +24,8 @@ void install_fork_handlers();
 // completely silent (no frees, so no eviction) still gives its cache back. Idempotent;
 // the drop-in malloc calls it at load time. A forked child has no such thread.
 void start_release_thread();
+// -1 while the release thread has not run (or was never started), then 1 if it runs with
+// every signal blocked, 0 if not. For tests.
+int release_thread_signals_blocked();
 
 }  // namespace achunk

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -81,6 +83,32 @@ TEST(GlobalApiDeathTest, BadConfEntryWarnsOnceAndKeepsDefault) {
       ::testing::ExitedWithCode(0),
       "^achunk: ignoring ACHUNK_CONF entry 'memory_chunk_cache_size:lots': "
       "memory_chunk_cache_size: expected a number \\(default kept\\)\n$");
+}
+
+}  // namespace
+}  // namespace achunk
+
+namespace achunk {
+namespace {
+
+// The release thread is created at load time, before a host blocks signals for its own
+// sigwait thread; if it did not block every signal itself, a SIGTERM meant for the host
+// could land in it (MariaDB then hangs on shutdown). Checked in a fresh process.
+TEST(GlobalApiDeathTest, ReleaseThreadBlocksEverySignal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("ACHUNK_CONF", "release_interval_ms:100000", 1);
+        start_release_thread();
+        // The thread records its mask first thing; wait for that, not for time.
+        int state = -1;
+        for (long spins = 0; state < 0 && spins < 100000000; ++spins) {
+          state = release_thread_signals_blocked();
+          if (state < 0) sched_yield();
+        }
+        std::exit(state == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
