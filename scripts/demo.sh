@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" --target achunk_burst_quiet achunk_context_demo
+cmake --build build -j "$(nproc)" --target achunk_burst_quiet achunk_context_demo achunk_malloc
 build/bench/achunk_burst_quiet "$@"
 build/bench/achunk_context_demo "$@"
