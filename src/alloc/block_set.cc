@@ -144,17 +144,22 @@ int BlockSet::find_free(int nblocks) const {
   return lowest_at_or_above(avail_bits_, nblocks);
 }
 
-bool BlockSet::add_chunk() {
-  AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE);
-  if (chunk == nullptr) return false;
+ABlock* BlockSet::take_chunk(AChunk* chunk) {
+  // A chunk may come back from the cache with stale headers: only these are trusted.
   BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
   meta->owner_ = this;
   meta->context_ = context_;
   meta->kind_ = kind_;
   set_bit(meta->span_bits_, 0);
-  ABlock* block = new (chunk_block(chunk, 0)) ABlock();
-  block->nblocks_ = MAX_SPAN;
   link_chunk(chunk);
+  return new (chunk_block(chunk, 0)) ABlock();
+}
+
+bool BlockSet::add_chunk() {
+  AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE);
+  if (chunk == nullptr) return false;
+  ABlock* block = take_chunk(chunk);
+  block->nblocks_ = MAX_SPAN;
   insert_free(block);
   return true;
 }
@@ -162,16 +167,10 @@ bool BlockSet::add_chunk() {
 ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
   AChunk* chunk = source_.alloc_chunk(bytes);
   if (chunk == nullptr) return nullptr;
-  BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
-  meta->owner_ = this;
-  meta->context_ = context_;
-  meta->kind_ = kind_;
-  meta->using_cnt_ = 1;
-  set_bit(meta->span_bits_, 0);
-  ABlock* block = new (chunk_block(chunk, 0)) ABlock();
+  ABlock* block = take_chunk(chunk);
+  chunk_meta(chunk)->using_cnt_ = 1;
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
   for (int i = 1; i < MAX_SPAN; ++i) chunk_block(chunk, i)->nblocks_ = -i;
-  link_chunk(chunk);
   used_ += chunk->hold();
   return block;
 }

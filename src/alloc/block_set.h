@@ -53,6 +53,8 @@ class BlockSet {
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
 
   ABlock* alloc_dedicated(int64_t bytes);
+  // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
+  ABlock* take_chunk(AChunk* chunk);
   bool add_chunk();
   void link_chunk(AChunk* chunk);
   void release_chunk(AChunk* chunk);
