@@ -6,7 +6,6 @@
 #include <new>
 
 #include "achunk/alloc_failure.h"
-#include "achunk/buf_writer.h"
 #include "achunk/error_report.h"
 #include "achunk/tls.h"
 #include "alloc/label.h"

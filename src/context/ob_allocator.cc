@@ -2,9 +2,7 @@
 
 #include <mutex>
 
-#include "achunk/buf_writer.h"
 #include "achunk/error_report.h"
-#include "alloc/label.h"
 #include "alloc/object_check.h"
 
 namespace achunk {
