@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -84,6 +85,28 @@ void BM_JemallocRequest(benchmark::State& state) {
   state.counters["rss_mib"] = rss_mib();
 }
 BENCHMARK(BM_JemallocRequest);
+
+// The same loop writing each object's first and last 8 bytes, as a context's header and
+// canary do: the fair reference for what an object-touching allocator costs.
+void BM_JemallocRequestTouch(benchmark::State& state) {
+  void* ptrs[200];
+  size_t round = 0;
+  for (auto _ : state) {
+    const RequestShape& s = shapes()[round++ % shapes().size()];
+    for (int i = 0; i < s.count; ++i) {
+      ptrs[i] = std::malloc(static_cast<size_t>(s.sizes[i]));
+      std::memcpy(ptrs[i], &round, sizeof(round));
+      std::memcpy(static_cast<char*>(ptrs[i]) + s.sizes[i] - sizeof(round), &round, sizeof(round));
+    }
+    for (int i = 0; i < s.count; i += 3) std::free(ptrs[i]);
+    benchmark::DoNotOptimize(ptrs[s.count - 1]);
+    for (int i = 0; i < s.count; ++i) {
+      if (i % 3 != 0) std::free(ptrs[i]);
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_JemallocRequestTouch);
 
 }  // namespace
 }  // namespace achunk

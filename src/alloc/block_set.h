@@ -86,4 +86,26 @@ void BlockSet::for_each_used_span(F f) const {
   }
 }
 
+// Inline: every free starts here.
+inline ABlock* BlockSet::ptr2block(const void* ptr) {
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  const int64_t offset = static_cast<const char*>(ptr) - static_cast<char*>(chunk->data());
+  if (offset < 0) return nullptr;
+  int idx = static_cast<int>(offset / ABLOCK_SIZE);
+  if (idx >= BLOCKS_PER_CHUNK) idx = BLOCKS_PER_CHUNK - 1;
+  // Inside an in-use span every block header but the head holds the (negative) distance
+  // to the head, written when the span was handed out: one load instead of a bit search.
+  ABlock* block = chunk_block(chunk, idx);
+  if (block->nblocks_ < 0) {
+    idx += block->nblocks_;
+    if (idx < 0) return nullptr;
+    block = chunk_block(chunk, idx);
+  }
+  if (!block->is_valid()) return nullptr;
+  if (!block->dedicated() && idx + block->nblocks_ <= static_cast<int>(offset / ABLOCK_SIZE)) {
+    return nullptr;
+  }
+  return block;
+}
+
 }  // namespace achunk

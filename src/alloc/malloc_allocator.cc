@@ -20,35 +20,43 @@ constexpr const char* CTX_NAMES[MAX_CTX_ID] = {
     "PLAN_CACHE_CTX_ID", "WORK_AREA",       "GLIBC",           "CO_STACK",
     "LIBEASY",           "LOGGER_CTX_ID",   "KVSTORE_CACHE_ID"};
 
-// Labels are almost always string literals: remember pointer -> id per thread, and
-// confirm the text, so the common case costs no hashing.
+// Labels are almost always string literals: remember pointer -> id per thread. An entry
+// also keeps the 16 bytes found at the pointer when it was filled (the text, its NUL and
+// whatever follows), so a hit costs two word compares: the same bytes are the same text,
+// and a label buffer rewritten with other text misses and is looked up again.
 struct LabelCacheEntry {
   const char* ptr;
+  uint64_t bytes[2];
   uint16_t id;
 };
 ACHUNK_TLS LabelCacheEntry tl_label_cache[64];
 
-// Same text as the interned (clipped) name; inline because labels are short.
-bool same_label(const char* name, const char* label) {
-  for (int i = 0; i < LABEL_MAX_LEN; ++i) {
-    if (name[i] != label[i]) return false;
-    if (name[i] == '\0') return true;
-  }
+// The 16 bytes at `label` into out. They may pass the end of a short label but never a
+// page boundary (false when they would), so they never fault; ASan would still call
+// that an overflow, so it does not instrument this function.
+__attribute__((no_sanitize("address"))) bool read_label_bytes(const char* label, uint64_t out[2]) {
+  if (label == nullptr || (reinterpret_cast<uintptr_t>(label) & 4095) > 4096 - 16) return false;
+  std::memcpy(out, label, 16);
   return true;
 }
 
 uint16_t cached_label_id(const char* label) {
-  LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 3) & 63];
-  if (e.ptr == label && label != nullptr && same_label(label_name(e.id), label)) return e.id;
+  LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 4) & 63];
+  uint64_t bytes[2];
+  const bool readable = read_label_bytes(label, bytes);
+  if (e.ptr == label && readable && e.bytes[0] == bytes[0] && e.bytes[1] == bytes[1]) {
+    return e.id;
+  }
   const uint16_t id = label_id(label);
-  e = LabelCacheEntry{label, id};
+  // Labels near a page end are interned every time rather than cached.
+  if (readable) e = LabelCacheEntry{label, {bytes[0], bytes[1]}, id};
   return id;
 }
 
 // The last (directory, tenant, ctx) this thread allocated from: most threads allocate
 // from one or two, and the directory scan is then skipped.
 struct TaCache {
-  const ObMallocAllocator* owner;
+  uint32_t allocator_id;  // not the address: another allocator may be built at that one
   uint64_t tenant_id;
   int ctx_id;
   ObTenantCtxAllocator* ta;
@@ -90,11 +98,37 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
 
 }  // namespace
 
+void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr,
+                                   uint16_t label) {
+  if (size > SMALL_OBJECT_MAX) return;
+  ThreadHeap* heap = ta.object_set().existing_heap();
+  uint64_t bytes[2];
+  if (heap == nullptr || !malloc_front::read_label_bytes(attr.label_, bytes)) return;
+  malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_) =
+      malloc_front::Entry{attr.label_,
+                          {bytes[0], bytes[1]},
+                          attr.tenant_id_,
+                          heap,
+                          attr.ctx_id_,
+                          id_,
+                          object_set_tls::heap_epoch,
+                          label};
+}
+
 const char* ctx_name(int ctx_id) {
   return ctx_id >= 0 && ctx_id < MAX_CTX_ID ? CTX_NAMES[ctx_id] : "INVALID_CTX_ID";
 }
 
-ObMallocAllocator::ObMallocAllocator(AChunkMgr& chunk_mgr) : chunk_mgr_(chunk_mgr) {}
+namespace malloc_front {
+ACHUNK_TLS Entry entries[ENTRIES];
+}  // namespace malloc_front
+
+namespace {
+std::atomic<uint32_t> g_next_allocator_id{1};
+}  // namespace
+
+ObMallocAllocator::ObMallocAllocator(AChunkMgr& chunk_mgr)
+    : chunk_mgr_(chunk_mgr), id_(g_next_allocator_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 ObMallocAllocator::~ObMallocAllocator() {
   for (int t = 0; t < MAX_TENANTS; ++t) {
@@ -175,18 +209,21 @@ void ObMallocAllocator::flush_thread_caches() {
       [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });
 }
 
-void* ObMallocAllocator::alloc(int64_t size, const ObMemAttr& attr) {
+void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
   if (size < 0 || size > AOBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
   TaCache& cache = tl_ta_cache;
   ObTenantCtxAllocator* ta = cache.ta;
-  if (cache.owner != this || cache.tenant_id != attr.tenant_id_ || cache.ctx_id != attr.ctx_id_ ||
-      ta == nullptr) {
+  if (cache.allocator_id != id_ || cache.tenant_id != attr.tenant_id_ ||
+      cache.ctx_id != attr.ctx_id_ || ta == nullptr) {
     ta = get_tenant_ctx_allocator(attr.tenant_id_, attr.ctx_id_);
     if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
-    cache = TaCache{this, attr.tenant_id_, attr.ctx_id_, ta};
+    cache = TaCache{id_, attr.tenant_id_, attr.ctx_id_, ta};
   }
   const uint16_t label = cached_label_id(attr.label_);
-  if (void* p = ta->object_set().alloc(size, label)) return p;
+  if (void* p = ta->object_set().alloc(size, label)) {
+    fill_front(*ta, size, attr, label);
+    return p;
+  }
   // Give back what can be given back, once, then retry: this thread's empty slabs for a
   // ctx or tenant limit (they may free whole chunks); the chunk cache for the server
   // limit; for a failed mmap also the pages of every free span of the ctx's chunks.
@@ -204,8 +241,7 @@ void* ObMallocAllocator::alloc(int64_t size, const ObMemAttr& attr) {
   return ta->object_set().alloc(size, label);
 }
 
-void ObMallocAllocator::free(void* ptr) {
-  if (ptr == nullptr) return;
+void ObMallocAllocator::free_checked(void* ptr) {
   ABlock* block = nullptr;
   uint64_t h = checked_header(ptr, &block);
   if (h == 0) return;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "achunk/spin_lock.h"
+#include "alloc/malloc_front.h"
 #include "alloc/ob_mem_attr.h"
 #include "alloc/tenant_ctx_allocator.h"
 
@@ -24,7 +25,20 @@ class ObMallocAllocator {
   ObMallocAllocator& operator=(const ObMallocAllocator&) = delete;
 
   // nullptr with last_alloc_failure() set on failure; size 0 gives a unique pointer.
-  void* alloc(int64_t size, const ObMemAttr& attr);
+  // Inline: a repeated small allocation is served from this thread's front entry.
+  void* alloc(int64_t size, const ObMemAttr& attr) {
+    malloc_front::Entry& e = malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_);
+    uint64_t bytes[2];
+    // Equal label bytes are equal text, so the label pointer itself need not match.
+    if (e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_ &&
+        e.heap_epoch == object_set_tls::heap_epoch &&
+        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX) &&
+        malloc_front::read_label_bytes(attr.label_, bytes) && bytes[0] == e.label_bytes[0] &&
+        bytes[1] == e.label_bytes[1]) {
+      if (void* p = e.heap->alloc_object(size, e.label_id)) return p;
+    }
+    return alloc_slow(size, attr);
+  }
   // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns
   // nullptr. On failure returns nullptr and leaves `ptr` untouched.
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
@@ -32,7 +46,9 @@ class ObMallocAllocator {
   void* alloc_align(int64_t align, int64_t size, const ObMemAttr& attr);
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
   // free or an overwritten tail canary is reported through report_error().
-  static void free(void* ptr);
+  static void free(void* ptr) {
+    if (ptr != nullptr && !ObjectSet::try_free_fast(ptr)) free_checked(ptr);
+  }
   // Requested size of a live object; -1 (and a report) for an invalid pointer.
   static int64_t get_size(void* ptr);
   // Bytes the caller may use (at least the requested size): the object is grown in place
@@ -56,6 +72,12 @@ class ObMallocAllocator {
   int64_t print_usage_json(char* buf, int64_t len);
 
  private:
+  // Every other allocation; fills the front entry for the next one.
+  void* alloc_slow(int64_t size, const ObMemAttr& attr);
+  void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
+  // Every other free: other threads' objects, big and aligned ones, and the reports.
+  static void free_checked(void* ptr);
+
   struct Tenant {
     std::atomic<bool> ready{false};
     ObTenantMemory* memory = nullptr;
@@ -67,7 +89,8 @@ class ObMallocAllocator {
   void for_each_ctx(F f);
 
   AChunkMgr& chunk_mgr_;
-  SpinLock lock_;  // creation of tenants and ctx allocators
+  const uint32_t id_;  // unique per instance: front entries of a destroyed one never match
+  SpinLock lock_;      // creation of tenants and ctx allocators
   Tenant tenants_[MAX_TENANTS];
   alignas(ObTenantMemory) unsigned char tenant_storage_[MAX_TENANTS][sizeof(ObTenantMemory)];
   alignas(ObTenantCtxAllocator) unsigned char ctx_storage_[MAX_TENANTS][MAX_CTX_ID]

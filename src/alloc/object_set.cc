@@ -13,6 +13,8 @@ namespace achunk {
 namespace object_set_tls {
 ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
 ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
+ACHUNK_TLS char thread_marker;
+ACHUNK_TLS uint32_t heap_epoch;
 std::atomic<uint32_t> generation[MAX_SETS];
 }  // namespace object_set_tls
 
@@ -35,6 +37,7 @@ void on_thread_exit(void*) {
     ThreadHeap* heap = heaps[i];
     if (heap == nullptr) continue;
     heaps[i] = nullptr;
+    ++object_set_tls::heap_epoch;
     if (heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
     if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
   }
@@ -90,6 +93,7 @@ ThreadHeap* ObjectSet::create_heap() {
 void ObjectSet::flush_thread_heap() {
   if (ThreadHeap* heap = existing_heap()) {
     heaps[index_] = nullptr;
+    ++object_set_tls::heap_epoch;
     abandon(heap);
     return;
   }
@@ -123,7 +127,7 @@ void ObjectSet::abandon(ThreadHeap* heap) {
     while (block != nullptr) {
       ABlock* next = block->next_;
       Slab* slab = slab_of(block);
-      slab->owner_.store(nullptr, std::memory_order_release);
+      slab->owner_thread_.store(nullptr, std::memory_order_release);
       ThreadHeap::collect(slab);
       if (slab->used_ == 0) {
         block_set_.free_block(block);
@@ -162,7 +166,7 @@ void ObjectSet::reclaim_abandoned_locked() {
   }
 }
 
-ABlock* ObjectSet::new_slab(int sc, ThreadHeap* owner) {
+ABlock* ObjectSet::new_slab(int sc) {
   // All of it under the lock: a usage scan must never see a slab half carved.
   std::lock_guard<SpinLock> guard(lock_);
   const int64_t bytes = slab_size(sc);
@@ -184,17 +188,17 @@ ABlock* ObjectSet::new_slab(int sc, ThreadHeap* owner) {
   slab->local_free_ = head;
   slab->sc_ = static_cast<uint16_t>(sc);
   slab->capacity_ = static_cast<uint16_t>(count);
-  slab->owner_.store(owner, std::memory_order_release);
+  slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
   return block;
 }
 
-ABlock* ObjectSet::adopt_slab(int sc, ThreadHeap* owner) {
+ABlock* ObjectSet::adopt_slab(int sc) {
   std::lock_guard<SpinLock> guard(lock_);
   ABlock* block = abandoned_[sc];
   if (block == nullptr) return nullptr;
   abandoned_[sc] = block->next_;
   if (block->next_ != nullptr) block->next_->prev_ = nullptr;
-  slab_of(block)->owner_.store(owner, std::memory_order_release);
+  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_release);
   return block;
 }
 

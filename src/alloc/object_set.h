@@ -30,7 +30,17 @@ inline constexpr int MAX_SETS = 256;
 extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
 extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
 extern std::atomic<uint32_t> generation[MAX_SETS];
+// Its address names the calling thread among the live ones: a slab records its owner by
+// it, so a free recognises its own thread's slab without finding the heap first.
+extern ACHUNK_TLS char thread_marker;
+// Bumped each time the thread gives one of its heaps back: a cached heap pointer taken
+// under an older epoch may be gone.
+extern ACHUNK_TLS uint32_t heap_epoch;
 }  // namespace object_set_tls
+
+inline const void* this_thread_marker() {
+  return &object_set_tls::thread_marker;
+}
 
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
@@ -38,7 +48,9 @@ struct Slab {
   static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
 
-  std::atomic<ThreadHeap*> owner_{nullptr};  // nullptr: abandoned to the set
+  // The owning heap's thread (this_thread_marker()); nullptr: abandoned to the set, or
+  // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
+  std::atomic<const void*> owner_thread_{nullptr};
   void* local_free_ = nullptr;               // owner only: free slots (user pointers)
   std::atomic<void*> remote_free_{nullptr};  // other threads' frees
   int32_t used_ = 0;                         // owner only: objects out, net of frees seen
@@ -81,6 +93,11 @@ class ObjectSet {
   static inline void free(void* ptr);  // defined in thread_heap.h
   // The same when the caller already found the object's span (inline, in thread_heap.h).
   static inline void free(void* ptr, ABlock* block);
+  // The common free, every check included: a small object in use on one of the calling
+  // thread's slabs, its canary intact. Returns false, touching nothing, for anything else
+  // (other threads' slabs, big objects, any failed check): the caller's full path then
+  // frees it or reports what is wrong. `ptr` must not be null.
+  static inline bool try_free_fast(void* ptr);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
   // Changes the requested size of an object in place when its slot or span allows;
@@ -127,8 +144,9 @@ class ObjectSet {
  private:
   friend class ThreadHeap;
   ThreadHeap* create_heap();
-  ABlock* new_slab(int sc, ThreadHeap* owner);
-  ABlock* adopt_slab(int sc, ThreadHeap* owner);
+  // A slab for the calling thread's heap: carved fresh, or one abandoned by another.
+  ABlock* new_slab(int sc);
+  ABlock* adopt_slab(int sc);
   void release_slab(ABlock* block);
   void reclaim_abandoned_locked();
   void* alloc_big(int64_t size, uint16_t label);

@@ -32,6 +32,12 @@ void ThreadHeap::unlink(int sc, ABlock* block) {
   if (spare_[sc] == block) spare_[sc] = nullptr;
 }
 
+void ThreadHeap::slab_emptied(ABlock* block, Slab* slab) {
+  // The slab is this thread's, so this thread's heap of the slab's set is alive.
+  ThreadHeap* heap = ObjectSet::owner_of(block)->existing_heap();
+  if (heap != nullptr) heap->on_slab_empty(block, slab);
+}
+
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   const int sc = slab->sc_;
   if (block == current_[sc] || block == spare_[sc]) return;
@@ -62,11 +68,11 @@ void* ThreadHeap::alloc_slow(int sc) {
     block = next;
   }
   if (found == nullptr) {
-    found = set_->adopt_slab(sc, this);
+    found = set_->adopt_slab(sc);
     if (found != nullptr) collect(slab_of(found));
     if (found == nullptr || slab_of(found)->local_free_ == nullptr) {
       if (found != nullptr) link(sc, found);  // adopted but full: keep it, look further
-      found = set_->new_slab(sc, this);
+      found = set_->new_slab(sc);
       if (found == nullptr) return nullptr;
     }
     link(sc, found);

@@ -16,7 +16,7 @@ class ThreadHeap {
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
   // A free slot of class sc (the caller writes header and tail), or nullptr.
-  void* alloc(int sc) {
+  __attribute__((always_inline)) void* alloc(int sc) {
     ABlock* block = current_[sc];
     if (block != nullptr) {
       Slab* slab = slab_of(block);
@@ -28,11 +28,19 @@ class ThreadHeap {
     }
     return alloc_slow(sc);
   }
-  // A free of an object on one of this heap's own slabs.
-  void free_local(ABlock* block, Slab* slab, void* p) {
+  // An object of `size` (<= SMALL_OBJECT_MAX) bytes with header and canary, or nullptr.
+  __attribute__((always_inline)) void* alloc_object(int64_t size, uint16_t label) {
+    void* p = alloc(size_class_of(size));
+    if (p == nullptr) return nullptr;
+    store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+    write_tail(p, static_cast<uint32_t>(size));
+    return p;
+  }
+  // A free of an object on one of the calling thread's slabs.
+  static void free_local(ABlock* block, Slab* slab, void* p) {
     *static_cast<void**>(p) = slab->local_free_;
     slab->local_free_ = p;
-    if (--slab->used_ == 0) on_slab_empty(block, slab);
+    if (--slab->used_ == 0) slab_emptied(block, slab);
   }
 
   ObjectSet* set() const { return set_; }
@@ -40,6 +48,7 @@ class ThreadHeap {
  private:
   friend class ObjectSet;
   void* alloc_slow(int sc);
+  static void slab_emptied(ABlock* block, Slab* slab);
   void on_slab_empty(ABlock* block, Slab* slab);
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
@@ -59,11 +68,7 @@ class ThreadHeap {
 inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
   ThreadHeap* heap = heap_for_this_thread();
-  void* p = heap != nullptr ? heap->alloc(size_class_of(size)) : nullptr;
-  if (p == nullptr) return nullptr;
-  store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
-  write_tail(p, static_cast<uint32_t>(size));
-  return p;
+  return heap != nullptr ? heap->alloc_object(size, label) : nullptr;
 }
 
 inline void ObjectSet::free(void* ptr) {
@@ -75,14 +80,41 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
   // FREE, keeping size and label so a later double free can name them.
   const uint64_t h = load_header(ptr);
   store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
-  if (slab->sc_ != Slab::BIG) {
-    ThreadHeap* me = owner_of(ptr)->existing_heap();
-    if (me != nullptr && slab->owner_.load(std::memory_order_acquire) == me) {
-      me->free_local(block, slab, ptr);
-      return;
-    }
+  // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
+  if (slab->owner_thread_.load(std::memory_order_relaxed) == this_thread_marker()) {
+    ThreadHeap::free_local(block, slab, ptr);
+    return;
   }
   free_slow(ptr, block, slab);
+}
+
+inline bool ObjectSet::try_free_fast(void* ptr) {
+  const auto u = reinterpret_cast<uintptr_t>(ptr);
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  if ((u & 15) != 0 || !chunk->is_valid() ||
+      chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) {
+    return false;
+  }
+  // Unsigned: a pointer into the chunk header wraps around and fails the range check.
+  const uint64_t off = u - reinterpret_cast<uintptr_t>(chunk->data()) - AOBJECT_HEADER_SIZE;
+  if (off >= static_cast<uint64_t>(BLOCKS_PER_CHUNK) * ABLOCK_SIZE) return false;
+  const int idx = static_cast<int>(off / ABLOCK_SIZE);
+  const int32_t back = chunk_block(chunk, idx)->nblocks_;
+  const int head = back < 0 ? idx + back : idx;
+  if (head < 0) return false;
+  ABlock* block = chunk_block(chunk, head);
+  // Valid, in use, not a dedicated chunk, and its span reaches the pointer.
+  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) ||
+      head + block->nblocks_ <= idx) {
+    return false;
+  }
+  Slab* slab = slab_of(block);
+  if (slab->owner_thread_.load(std::memory_order_relaxed) != this_thread_marker()) return false;
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
+  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+  ThreadHeap::free_local(block, slab, ptr);
+  return true;
 }
 
 }  // namespace achunk

@@ -1,7 +1,5 @@
 #include "context/memory_context.h"
 
-#include <pthread.h>
-
 #include <atomic>
 #include <mutex>
 #include <new>
@@ -33,7 +31,8 @@ struct ContextNode {
   std::source_location site;
   uint16_t label_id;
   bool use_pm;
-  pthread_t creator = pthread_self();
+  // The creating thread (see this_thread_marker), for the use_pm same-thread rule.
+  const void* creator = this_thread_marker();
   ContextSlot* parent = nullptr;
   ContextSlot* first_child = nullptr;
   ContextSlot* prev = nullptr;
@@ -54,6 +53,13 @@ struct ContextSlot {
   MemoryContext handle() { return MemoryContext(this, seq.load(std::memory_order_relaxed)); }
   static ContextSlot* of(const MemoryContext& ctx) { return ctx.slot_; }
 };
+
+inline ContextNode* MemoryContext::node() const {
+  if (slot_ == nullptr || seq_ == 0 || slot_->seq.load(std::memory_order_acquire) != seq_) {
+    return nullptr;
+  }
+  return slot_->node();
+}
 
 namespace {
 
@@ -147,7 +153,7 @@ void unlink_child(ContextSlot* child) {
 // A use_pm context can only be given back on the thread whose page manager it uses.
 bool destroyable_here(ContextSlot* slot) {
   ContextNode* n = slot->node();
-  if (n->use_pm && pthread_equal(n->creator, pthread_self()) == 0) return false;
+  if (n->use_pm && n->creator != this_thread_marker()) return false;
   for (ContextSlot* c = n->first_child; c != nullptr; c = c->node()->next) {
     if (!destroyable_here(c)) return false;
   }
@@ -228,13 +234,6 @@ LeakHandler set_leak_handler(LeakHandler handler) {
   return g_leak_handler.exchange(handler != nullptr ? handler : &default_leak_handler);
 }
 
-ContextNode* MemoryContext::node() const {
-  if (slot_ == nullptr || seq_ == 0 || slot_->seq.load(std::memory_order_acquire) != seq_) {
-    return nullptr;
-  }
-  return slot_->node();
-}
-
 MemoryContext MemoryContext::root() {
   ContextSlot* slot = root_slot();
   return slot != nullptr ? slot->handle() : MemoryContext();
@@ -280,7 +279,7 @@ ContextNode* usable_node(ContextNode* n) {
     set_alloc_failure(AllocFailure{AllocFailKind::INVALID_ARGUMENT, 0, 0, 0, 0});
     return nullptr;
   }
-  if (n->use_pm && pthread_equal(n->creator, pthread_self()) == 0) {
+  if (n->use_pm && n->creator != this_thread_marker()) {
     set_alloc_failure(AllocFailure{AllocFailKind::INVALID_ARGUMENT, 0, 0, 0, 0});
     return nullptr;
   }
@@ -298,7 +297,7 @@ void* MemoryContext::allocf(int64_t size, const char* label) const {
 absl::Status MemoryContext::free(void* ptr) const {
   ContextNode* n = node();
   if (n == nullptr) return check();
-  if (n->use_pm && pthread_equal(n->creator, pthread_self()) == 0) {
+  if (n->use_pm && n->creator != this_thread_marker()) {
     return absl::FailedPreconditionError("memory context: use_pm context freed on another thread");
   }
   if (!n->freeable.free(ptr)) {

@@ -7,23 +7,7 @@
 
 namespace achunk {
 
-// At the start of every page. Slots follow back to back from PAGE_META: header at 56,
-// user bytes at 64, so user pointers are 16-byte aligned like ob_malloc's.
-struct ObAllocator::Page {
-  static constexpr uint32_t MAGIC = 0x0BA110C8;
-  uint32_t magic;
-  bool big;  // one big object, freed with its page
-  ObAllocator* owner;
-  ABlock* block;
-  Page* prev;
-  Page* next;
-  int64_t bytes;  // usable bytes from the page start
-  int64_t bump;   // offset of the next slot to carve
-};
-
 namespace {
-
-constexpr int64_t PAGE_META = 56;
 
 int64_t slot_of(int64_t size) {
   return size <= SMALL_OBJECT_MAX ? class_slot_size(size_class_of(size))
@@ -49,7 +33,18 @@ ObAllocator::Page* ObAllocator::new_page(int64_t bytes) {
   return page;
 }
 
+void ObAllocator::switch_page(Page* page) {
+  if (current_ != nullptr) current_->bump = bump_ - reinterpret_cast<char*>(current_);
+  current_ = page;
+  bump_ = page != nullptr ? reinterpret_cast<char*>(page) + page->bump : nullptr;
+  bump_end_ = page != nullptr ? reinterpret_cast<char*>(page) + page->bytes : nullptr;
+}
+
 void ObAllocator::release_page(Page* page) {
+  if (page == current_) {
+    current_ = nullptr;
+    bump_ = bump_end_ = nullptr;
+  }
   if (page->prev != nullptr) {
     page->prev->next = page->next;
   } else {
@@ -61,7 +56,7 @@ void ObAllocator::release_page(Page* page) {
   source_.free_block(page->block);
 }
 
-void* ObAllocator::alloc(int64_t size, uint16_t label) {
+void* ObAllocator::alloc_slow(int64_t size, uint16_t label) {
   if (!thread_safe_) return alloc_locked(size, label);
   std::lock_guard<SpinLock> guard(lock_);
   return alloc_locked(size, label);
@@ -86,21 +81,15 @@ void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
     page->bump = page->bytes;
     p = reinterpret_cast<char*>(page) + PAGE_META + AOBJECT_HEADER_SIZE;
   } else {
-    Page* page = pages_;
-    while (page != nullptr && page->big) page = page->next;
-    if (page == nullptr || page->bump + slot > page->bytes) {
-      page = new_page(page_size_);
+    if (bump_end_ - bump_ < slot) {
+      Page* page = new_page(page_size_);
       if (page == nullptr) return nullptr;
+      switch_page(page);
     }
-    p = reinterpret_cast<char*>(page) + page->bump + AOBJECT_HEADER_SIZE;
-    page->bump += slot;
+    p = bump_ + AOBJECT_HEADER_SIZE;
+    bump_ += slot;
   }
-  store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
-  write_tail(p, static_cast<uint32_t>(size));
-  used_ += size;
-  ++live_;
-  if (single_label_ != label) single_label_ = single_label_ == NO_LABEL_YET ? label : -1;
-  return p;
+  return finish(p, size, label);
 }
 
 ObAllocator* ObAllocator::owner_of(void* ptr) {
@@ -110,7 +99,7 @@ ObAllocator* ObAllocator::owner_of(void* ptr) {
   return page->magic == Page::MAGIC ? page->owner : nullptr;
 }
 
-bool ObAllocator::free(void* ptr) {
+bool ObAllocator::free_slow(void* ptr) {
   if (!thread_safe_) return free_locked(ptr);
   std::lock_guard<SpinLock> guard(lock_);
   return free_locked(ptr);
@@ -118,16 +107,23 @@ bool ObAllocator::free(void* ptr) {
 
 bool ObAllocator::free_locked(void* ptr) {
   if (ptr == nullptr) return true;
-  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || owner_of(ptr) != this) {
+  ABlock* block =
+      (reinterpret_cast<uintptr_t>(ptr) & 15) == 0 ? BlockSet::ptr2block(header_of(ptr)) : nullptr;
+  auto* page =
+      block != nullptr && block->in_use() ? static_cast<Page*>(block_data(block)) : nullptr;
+  if (page == nullptr || page->magic != Page::MAGIC || page->owner != this) {
     report_error(ErrorKind::INVALID_FREE, ptr, "not an object of this memory context");
     return false;
   }
-  const uint64_t h = live_header(ptr, false);
-  if (h == 0 || !check_tail(ptr, h, header_size(h), "tail canary overwritten")) return false;
+  uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) {
+    // The checks again, this time to report what is wrong.
+    h = live_header(ptr, false);
+    if (h == 0 || !check_tail(ptr, h, header_size(h), "tail canary overwritten")) return false;
+  }
   store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
   used_ -= header_size(h);
   --live_;
-  auto* page = static_cast<Page*>(block_data(BlockSet::ptr2block(header_of(ptr))));
   if (page->big) {
     release_page(page);
     return true;
@@ -141,7 +137,16 @@ bool ObAllocator::free_locked(void* ptr) {
 void ObAllocator::reset() {
   std::unique_lock<SpinLock> guard(lock_, std::defer_lock);
   if (thread_safe_) guard.lock();
-  while (pages_ != nullptr) release_page(pages_);
+  // Oldest first, so the page touched last is the first one a page cache hands out
+  // again: the next context then starts on lines still in the CPU cache.
+  Page* oldest = pages_;
+  while (oldest != nullptr && oldest->next != nullptr) oldest = oldest->next;
+  while (oldest != nullptr) {
+    Page* newer = oldest->prev;
+    release_page(oldest);
+    oldest = newer;
+  }
+  switch_page(nullptr);
   for (void*& head : free_) head = nullptr;
   used_ = 0;
   live_ = 0;
@@ -153,6 +158,7 @@ int ObAllocator::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   if (thread_safe_) guard.lock();
   int n = 0;
   *total = LabelUsage{};
+  if (current_ != nullptr) current_->bump = bump_ - reinterpret_cast<char*>(current_);
   for (Page* page = pages_; page != nullptr; page = page->next) {
     for (int64_t off = PAGE_META; off < page->bump;) {
       char* user = reinterpret_cast<char*>(page) + off + AOBJECT_HEADER_SIZE;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "achunk/spin_lock.h"
+#include "alloc/aobject.h"
 #include "alloc/object_set.h"
 #include "alloc/size_class.h"
 #include "context/block_source.h"
@@ -23,10 +24,46 @@ class ObAllocator {
   ObAllocator& operator=(const ObAllocator&) = delete;
 
   // nullptr with last_alloc_failure() set on failure; size 0 gives a unique pointer.
-  void* alloc(int64_t size, uint16_t label);
+  // Inline: a small object from the free list or the current page is a few stores.
+  void* alloc(int64_t size, uint16_t label) {
+    if (thread_safe_ || static_cast<uint64_t>(size) > static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+      return alloc_slow(size, label);
+    }
+    const int sc = size_class_of(size);
+    char* p = static_cast<char*>(free_[sc]);
+    if (p != nullptr) {
+      free_[sc] = *static_cast<void**>(free_[sc]);
+    } else {
+      const int64_t slot = class_slot_size(sc);
+      if (bump_end_ - bump_ < slot) return alloc_slow(size, label);
+      p = bump_ + AOBJECT_HEADER_SIZE;
+      bump_ += slot;
+    }
+    return finish(p, size, label);
+  }
   // False (after a report through report_error) when ptr is not a live object of this
-  // allocator: another allocator's, a double free, or an overwritten canary.
-  bool free(void* ptr);
+  // allocator: another allocator's, a double free, or an overwritten canary. Inline: a
+  // small object that passes every check goes onto its class's free list here.
+  bool free(void* ptr) {
+    if (thread_safe_ || ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
+      return free_slow(ptr);
+    }
+    ABlock* block = BlockSet::ptr2block(header_of(ptr));
+    if (block == nullptr || !block->in_use()) return free_slow(ptr);
+    auto* page = static_cast<Page*>(block_data(block));
+    const uint64_t h = load_header(ptr);
+    if (page->magic != Page::MAGIC || page->owner != this || page->big ||
+        header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) {
+      return free_slow(ptr);  // frees big objects, reports the rest
+    }
+    store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+    used_ -= header_size(h);
+    --live_;
+    void*& head = free_[size_class_of(header_size(h))];
+    *static_cast<void**>(ptr) = head;
+    head = ptr;
+    return true;
+  }
   // Frees every object and page.
   void reset();
 
@@ -42,8 +79,34 @@ class ObAllocator {
   static ObAllocator* owner_of(void* ptr);
 
  private:
-  struct Page;
+  // At the start of every page. Slots follow back to back from PAGE_META: header at 56,
+  // user bytes at 64, so user pointers are 16-byte aligned like ob_malloc's.
+  struct Page {
+    static constexpr uint32_t MAGIC = 0x0BA110C8;
+    uint32_t magic;
+    bool big;  // one big object, freed with its page
+    ObAllocator* owner;
+    ABlock* block;
+    Page* prev;
+    Page* next;
+    int64_t bytes;  // usable bytes from the page start
+    int64_t bump;   // offset of the next slot to carve
+  };
+  static constexpr int64_t PAGE_META = 56;
+
+  void* finish(char* p, int64_t size, uint16_t label) {
+    store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+    write_tail(p, static_cast<uint32_t>(size));
+    used_ += size;
+    ++live_;
+    if (single_label_ != label) single_label_ = single_label_ == NO_LABEL_YET ? label : -1;
+    return p;
+  }
+  void* alloc_slow(int64_t size, uint16_t label);
   void* alloc_locked(int64_t size, uint16_t label);
+  // Ends carving the current page (its bump is written back) and starts on `page`.
+  void switch_page(Page* page);
+  bool free_slow(void* ptr);
   bool free_locked(void* ptr);
   Page* new_page(int64_t bytes);
   void release_page(Page* page);
@@ -52,10 +115,15 @@ class ObAllocator {
   const int64_t page_size_;
   const bool thread_safe_;
   SpinLock lock_;
-  Page* pages_ = nullptr;  // all pages, the current one first
+  Page* pages_ = nullptr;    // all pages, newest first
+  Page* current_ = nullptr;  // the page small objects are carved from
+  char* bump_ = nullptr;     // current_'s next slot (its bump field lags until a switch)
+  char* bump_end_ = nullptr;
   void* free_[SIZE_CLASS_COUNT] = {};
-  int64_t hold_ = 0;
+  // used_ and live_ apart: side by side the compiler updates them with one 16-byte
+  // load and store, and that load stalls on the two 8-byte stores of the last free.
   int64_t used_ = 0;
+  int64_t hold_ = 0;
   int64_t live_ = 0;
   int single_label_ = NO_LABEL_YET;
   static constexpr int NO_LABEL_YET = -2;

@@ -47,14 +47,22 @@ ObPageManager* ObPageManager::for_this_thread(ObTenantCtxAllocator& ta) {
 }
 
 ObPageManager::ObPageManager(ObTenantCtxAllocator& ta)
-    : ta_(ta), owner_(pthread_self()), block_set_(*this, this, BlockSet::OWNER_PAGE_MANAGER) {}
+    : ta_(ta),
+      owner_(this_thread_marker()),
+      block_set_(*this, this, BlockSet::OWNER_PAGE_MANAGER) {}
 
 ObPageManager::~ObPageManager() {
+  drop_page_cache();
   if (cached_ != nullptr) ta_.free_chunk(cached_);
+}
+
+void ObPageManager::drop_page_cache() {
+  while (page_cached_ > 0) block_set_.free_block(page_cache_[--page_cached_]);
 }
 
 void ObPageManager::on_thread_exit() {
   if (tl_page_manager == this) tl_page_manager = nullptr;
+  drop_page_cache();
   if (block_set_.used() != 0) {
     char line[200];
     BufWriter w(line, sizeof(line));
@@ -74,12 +82,17 @@ ABlock* ObPageManager::alloc_block(int64_t bytes) {
     report_cross_thread(this, "use_pm page allocation");
     return nullptr;
   }
+  if (bytes <= ABLOCK_SIZE && page_cached_ > 0) return page_cache_[--page_cached_];
   return block_set_.alloc_block(bytes);
 }
 
 void ObPageManager::free_block(ABlock* block) {
   if (!owned_by_this_thread()) {
     report_cross_thread(block, "use_pm page free");
+    return;
+  }
+  if (page_cached_ < PAGE_CACHE && !block->dedicated() && block->nblocks_ == 1) {
+    page_cache_[page_cached_++] = block;
     return;
   }
   block_set_.free_block(block);

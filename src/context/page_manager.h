@@ -1,12 +1,12 @@
 // Context layer: ObPageManager, a thread's private source of pages for the memory
 // contexts that ask for it (USE_TL_PAGE_OPTIONAL, "use_pm"). Its BlockSet belongs to one
-// thread, so taking and returning pages needs no lock; it keeps at most one free 2 MiB
-// chunk of its own, and everything goes back to the (tenant, ctx) allocator when the
-// thread exits. Calls from any other thread are refused (reported, nothing touched).
+// thread, so taking and returning pages needs no lock; it keeps up to PAGE_CACHE freed
+// one-block pages for the next context (a request's contexts come and go, and the block
+// set's split and coalesce would otherwise run for every page) and at most one free
+// 2 MiB chunk of its own, and everything goes back to the (tenant, ctx) allocator when
+// the thread exits. Calls from any other thread are refused (reported, nothing touched).
 // Depends on the object layer.
 #pragma once
-
-#include <pthread.h>
 
 #include "alloc/block_set.h"
 #include "alloc/tenant_ctx_allocator.h"
@@ -28,10 +28,14 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   ABlock* alloc_block(int64_t bytes) override;
   void free_block(ABlock* block) override;
 
-  bool owned_by_this_thread() const { return pthread_equal(owner_, pthread_self()) != 0; }
+  static constexpr int PAGE_CACHE = 32;  // 256 KiB of 8 KiB pages at most
+
+  bool owned_by_this_thread() const { return owner_ == this_thread_marker(); }
   ObTenantCtxAllocator& tenant_ctx() const { return ta_; }
   int64_t hold() const { return block_set_.hold() + (cached_ != nullptr ? cached_->hold() : 0); }
-  int64_t used() const { return block_set_.used(); }
+  // Bytes of pages contexts hold (cached free pages not included).
+  int64_t used() const { return block_set_.used() - page_cached_ * ABLOCK_SIZE; }
+  int cached_pages() const { return page_cached_; }
   // Thread exit: frees everything if no page is in use, else reports and keeps it.
   void on_thread_exit();
 
@@ -40,8 +44,13 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   void free_chunk(AChunk* chunk) override;
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
 
+  // Gives the cached pages back to the block set.
+  void drop_page_cache();
+
   ObTenantCtxAllocator& ta_;
-  pthread_t owner_;
+  const void* owner_;  // the owning thread's this_thread_marker()
+  ABlock* page_cache_[PAGE_CACHE];
+  int page_cached_ = 0;
   AChunk* cached_ = nullptr;  // one free normal chunk kept for the next page
   BlockSet block_set_;
 };

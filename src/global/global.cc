@@ -46,6 +46,7 @@ Globals* create_globals() {
   Globals* g = new (storage) Globals();
   parse_conf(::getenv("ACHUNK_CONF"), &g->options, &warn_to_stderr, nullptr);
   g->apply();
+  global_detail::malloc_allocator.store(&g->malloc_allocator, std::memory_order_release);
   return g;
 }
 
@@ -134,9 +135,13 @@ void install_fork_handlers() {
 AChunkMgr& global_chunk_mgr() {
   return globals().chunk_mgr;
 }
-ObMallocAllocator& global_malloc_allocator() {
+namespace global_detail {
+std::atomic<ObMallocAllocator*> malloc_allocator{nullptr};
+
+ObMallocAllocator& create_and_get_malloc_allocator() {
   return globals().malloc_allocator;
 }
+}  // namespace global_detail
 bool context_use_pm() {
   return globals().context_use_pm.load(std::memory_order_relaxed);
 }

@@ -4,14 +4,25 @@
 // after exit() still work). Depends on every layer below it.
 #pragma once
 
+#include <atomic>
+
 #include "achunk/achunk_mgr.h"
 #include "achunk/options.h"
 #include "alloc/malloc_allocator.h"
 
 namespace achunk {
 
+namespace global_detail {
+// Set once the globals exist; read on every ob_malloc, so the accessor is a load.
+extern std::atomic<ObMallocAllocator*> malloc_allocator;
+ObMallocAllocator& create_and_get_malloc_allocator();
+}  // namespace global_detail
+
 AChunkMgr& global_chunk_mgr();
-ObMallocAllocator& global_malloc_allocator();
+inline ObMallocAllocator& global_malloc_allocator() {
+  ObMallocAllocator* a = global_detail::malloc_allocator.load(std::memory_order_acquire);
+  return a != nullptr ? *a : global_detail::create_and_get_malloc_allocator();
+}
 // The context_use_pm option as it is now.
 bool context_use_pm();
 // Registers pthread_atfork handlers that hold every allocator lock across fork(), so a
