@@ -34,8 +34,8 @@ constexpr int64_t slab_size(int sc) {
   return (slots * slot + AOBJECT_HEADER_SIZE + 8191) / 8192 * 8192;
 }
 
-// Smallest class whose slot holds `size` user bytes plus the meta; size <= SMALL_OBJECT_MAX.
-inline int size_class_of(int64_t size) {
+// Smallest class whose slot holds `size` user bytes plus the meta, computed.
+constexpr int size_class_compute(int64_t size) {
   const int64_t slot = size + AOBJECT_META_SIZE;
   if (slot <= 128) return slot <= 32 ? 0 : static_cast<int>((slot - 32 + 15) / 16);
   // Above 128: the power of two below slot-1 picks the group, the quarter the step.
@@ -45,6 +45,26 @@ inline int size_class_of(int64_t size) {
   // than the rest of an allocation.
   const int quarter = static_cast<int>((slot - base + (base >> 2) - 1) >> (lg - 2));  // 1..4
   return 7 + (lg - 7) * 4 + quarter - 1;
+}
+
+// Sizes up to 1 KiB, the bulk of a database's objects, take their class from a table
+// by 16-byte step (one load instead of a dozen instructions); the table is built from
+// size_class_compute, so both always agree.
+inline constexpr int64_t SIZE_CLASS_TABLE_MAX = 1024;
+struct SizeClassTable {
+  uint8_t by_step[SIZE_CLASS_TABLE_MAX / 16 + 1];
+  constexpr SizeClassTable() : by_step() {
+    for (int i = 0; i <= SIZE_CLASS_TABLE_MAX / 16; ++i) {
+      by_step[i] = static_cast<uint8_t>(size_class_compute(int64_t{i} * 16));
+    }
+  }
+};
+inline constexpr SizeClassTable SIZE_CLASS_TABLE{};
+
+// Smallest class whose slot holds `size` user bytes plus the meta; size <= SMALL_OBJECT_MAX.
+inline int size_class_of(int64_t size) {
+  if (size <= SIZE_CLASS_TABLE_MAX) return SIZE_CLASS_TABLE.by_step[(size + 15) >> 4];
+  return size_class_compute(size);
 }
 
 }  // namespace achunk

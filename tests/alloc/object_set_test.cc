@@ -27,7 +27,9 @@ TEST(SizeClassTest, EveryRequestGetsTheSmallestSlotThatFits) {
       ASSERT_LT(class_slot_size(sc - 1), size + AOBJECT_META_SIZE) << size;
     }
     ASSERT_EQ(class_slot_size(sc) % 16, 0);
+    ASSERT_EQ(sc, size_class_compute(size)) << size;  // the table agrees with the formula
   }
+  EXPECT_EQ(size_class_of(0), 0);
   EXPECT_EQ(class_slot_size(size_class_of(64)), 80);  // 64 B objects: 25% meta
 }
 
