@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "achunk/spin_lock.h"
+#include "achunk/tls.h"
 
 namespace achunk {
 
@@ -91,6 +92,33 @@ void label_fork_unlock() {
 uint16_t label_id(const char* label) {
   if (label == nullptr || label[0] == '\0') label = "unlabeled";
   return lookup(label, clipped_len(label));
+}
+
+namespace {
+
+struct LabelCacheEntry {
+  const char* ptr;
+  uint64_t bytes[2];  // the 16 bytes at ptr when the entry was filled
+  uint16_t id;
+};
+ACHUNK_TLS LabelCacheEntry tl_label_cache[64];
+
+}  // namespace
+
+uint16_t label_id_cached(const char* label) {
+  // A real pointer for "no label": an empty entry (ptr nullptr) must never match.
+  static constexpr char UNLABELED[] = "unlabeled";
+  if (label == nullptr) label = UNLABELED;
+  LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 4) & 63];
+  uint64_t bytes[2];
+  const bool readable = read_label_bytes(label, bytes);
+  if (e.ptr == label && readable && e.bytes[0] == bytes[0] && e.bytes[1] == bytes[1]) {
+    return e.id;
+  }
+  const uint16_t id = label_id(label);
+  // Labels near a page end are interned every time rather than cached.
+  if (readable) e = LabelCacheEntry{label, {bytes[0], bytes[1]}, id};
+  return id;
 }
 
 }  // namespace achunk

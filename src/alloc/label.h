@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace achunk {
 
@@ -14,6 +15,10 @@ inline constexpr int LABEL_MAX_LEN = 15;  // longer labels are cut, as OceanBase
 // The id of `label` (nullptr or "" means "unlabeled"); interns it on first use. When the
 // table is full, new labels share the id of "label_overflow".
 uint16_t label_id(const char* label);
+// label_id through a per-thread cache keyed by the label pointer (labels are almost
+// always literals), checked against the 16 bytes at the pointer, so a hit costs no
+// hashing and a buffer rewritten with other text is looked up again.
+uint16_t label_id_cached(const char* label);
 // fork(): the table's lock held across the fork.
 void label_fork_lock();
 void label_fork_unlock();
@@ -25,6 +30,23 @@ extern char names[LABEL_CAPACITY][LABEL_MAX_LEN + 1];
 // The text of an id; never nullptr. Inline: the allocation path compares against it.
 inline const char* label_name(uint16_t id) {
   return id < LABEL_CAPACITY ? label_detail::names[id] : "invalid_label";
+}
+
+// The 16 bytes at `label` (zeros for no label): the text, its NUL and what follows, so
+// equal bytes mean equal text. They may pass the end of a short label but never a page
+// boundary (false when they would), so the read never faults; ASan would still call it
+// an overflow, so it is not instrumented.
+__attribute__((no_sanitize("address"))) inline bool read_label_bytes(const char* label,
+                                                                     uint64_t out[2]) {
+  if (label == nullptr) {
+    out[0] = out[1] = 0;
+    return true;
+  }
+  if ((reinterpret_cast<uintptr_t>(label) & 4095) > 4096 - 16) return false;
+  // Hide the object's bounds from the compiler, which would rightly warn about them.
+  asm("" : "+r"(label));
+  std::memcpy(out, label, 16);
+  return true;
 }
 
 }  // namespace achunk

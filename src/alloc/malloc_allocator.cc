@@ -20,39 +20,6 @@ constexpr const char* CTX_NAMES[MAX_CTX_ID] = {
     "PLAN_CACHE_CTX_ID", "WORK_AREA",       "GLIBC",           "CO_STACK",
     "LIBEASY",           "LOGGER_CTX_ID",   "KVSTORE_CACHE_ID"};
 
-// Labels are almost always string literals: remember pointer -> id per thread. An entry
-// also keeps the 16 bytes found at the pointer when it was filled (the text, its NUL and
-// whatever follows), so a hit costs two word compares: the same bytes are the same text,
-// and a label buffer rewritten with other text misses and is looked up again.
-struct LabelCacheEntry {
-  const char* ptr;
-  uint64_t bytes[2];
-  uint16_t id;
-};
-ACHUNK_TLS LabelCacheEntry tl_label_cache[64];
-
-// The 16 bytes at `label` into out. They may pass the end of a short label but never a
-// page boundary (false when they would), so they never fault; ASan would still call
-// that an overflow, so it does not instrument this function.
-__attribute__((no_sanitize("address"))) bool read_label_bytes(const char* label, uint64_t out[2]) {
-  if (label == nullptr || (reinterpret_cast<uintptr_t>(label) & 4095) > 4096 - 16) return false;
-  std::memcpy(out, label, 16);
-  return true;
-}
-
-uint16_t cached_label_id(const char* label) {
-  LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 4) & 63];
-  uint64_t bytes[2];
-  const bool readable = read_label_bytes(label, bytes);
-  if (e.ptr == label && readable && e.bytes[0] == bytes[0] && e.bytes[1] == bytes[1]) {
-    return e.id;
-  }
-  const uint16_t id = label_id(label);
-  // Labels near a page end are interned every time rather than cached.
-  if (readable) e = LabelCacheEntry{label, {bytes[0], bytes[1]}, id};
-  return id;
-}
-
 // The last (directory, tenant, ctx) this thread allocated from: most threads allocate
 // from one or two, and the directory scan is then skipped.
 struct TaCache {
@@ -103,7 +70,7 @@ void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const
   if (size > SMALL_OBJECT_MAX) return;
   ThreadHeap* heap = ta.object_set().existing_heap();
   uint64_t bytes[2];
-  if (heap == nullptr || !malloc_front::read_label_bytes(attr.label_, bytes)) return;
+  if (heap == nullptr || !read_label_bytes(attr.label_, bytes)) return;
   malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_) =
       malloc_front::Entry{attr.label_,
                           {bytes[0], bytes[1]},
@@ -219,7 +186,7 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
     if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
     cache = TaCache{id_, attr.tenant_id_, attr.ctx_id_, ta};
   }
-  const uint16_t label = cached_label_id(attr.label_);
+  const uint16_t label = label_id_cached(attr.label_);
   if (void* p = ta->object_set().alloc(size, label)) {
     fill_front(*ta, size, attr, label);
     return p;

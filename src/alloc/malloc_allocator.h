@@ -33,7 +33,7 @@ class ObMallocAllocator {
     if (e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_ &&
         e.heap_epoch == object_set_tls::heap_epoch &&
         static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX) &&
-        malloc_front::read_label_bytes(attr.label_, bytes) && bytes[0] == e.label_bytes[0] &&
+        read_label_bytes(attr.label_, bytes) && bytes[0] == e.label_bytes[0] &&
         bytes[1] == e.label_bytes[1]) {
       if (void* p = e.heap->alloc_object(size, e.label_id)) return p;
     }

@@ -4,13 +4,13 @@
 // is trusted only while nothing it names can have changed: the allocator by its
 // instance id, the heap by this thread's heap epoch (bumped whenever the thread gives a
 // heap back), the label by the 16 bytes found at its pointer. Never allocates.
-// Depends on thread_heap.h.
+// Depends on thread_heap.h and label.h.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "achunk/tls.h"
+#include "alloc/label.h"
 #include "alloc/thread_heap.h"
 
 namespace achunk {
@@ -34,23 +34,6 @@ inline Entry& entry_for(uint64_t tenant_id, int ctx_id, const char* label) {
   const uintptr_t h =
       (reinterpret_cast<uintptr_t>(label) >> 4) ^ tenant_id ^ (static_cast<uintptr_t>(ctx_id) * 13);
   return entries[h & (ENTRIES - 1)];
-}
-
-// The 16 bytes at `label` (zeros for no label): the text, its NUL and what follows, so
-// equal bytes mean equal text. They may pass the end of a short label but never a page
-// boundary (false when they would), so the read never faults; ASan would still call it
-// an overflow, so it is not instrumented.
-__attribute__((no_sanitize("address"))) inline bool read_label_bytes(const char* label,
-                                                                     uint64_t out[2]) {
-  if (label == nullptr) {
-    out[0] = out[1] = 0;
-    return true;
-  }
-  if ((reinterpret_cast<uintptr_t>(label) & 4095) > 4096 - 16) return false;
-  // Hide the object's bounds from the compiler, which would rightly warn about them.
-  asm("" : "+r"(label));
-  std::memcpy(out, label, 16);
-  return true;
 }
 
 }  // namespace malloc_front

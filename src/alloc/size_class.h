@@ -16,11 +16,23 @@ inline constexpr int64_t SMALL_OBJECT_MAX = SMALL_SLOT_MAX - AOBJECT_META_SIZE;
 // Class table: 32..128 by 16 (7 classes), then 4 per doubling up to 65536 (36 classes).
 inline constexpr int SIZE_CLASS_COUNT = 7 + 4 * 9;
 
-constexpr int64_t class_slot_size(int sc) {
+constexpr int64_t class_slot_formula(int sc) {
   if (sc < 7) return 32 + 16 * sc;
   const int k = sc - 7;  // 0 -> 160
   const int64_t base = int64_t{128} << (k / 4);
   return base + (base / 4) * (k % 4 + 1);
+}
+// From a table: the allocation paths look a slot size up for every object they carve.
+struct ClassSlotTable {
+  int32_t slot[SIZE_CLASS_COUNT];
+  constexpr ClassSlotTable() : slot() {
+    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc)
+      slot[sc] = static_cast<int32_t>(class_slot_formula(sc));
+  }
+};
+inline constexpr ClassSlotTable CLASS_SLOT_TABLE{};
+constexpr int64_t class_slot_size(int sc) {
+  return CLASS_SLOT_TABLE.slot[sc];
 }
 static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 

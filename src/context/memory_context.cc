@@ -20,7 +20,7 @@ struct ContextNode {
   ContextNode(const ContextParam& p, std::source_location s, BlockSource* pm, ObjectSet& set)
       : param(p),
         site(s),
-        label_id(achunk::label_id(p.label_)),
+        label_id(achunk::label_id_cached(p.label_)),
         use_pm(pm != nullptr),
         shared(set),
         source(pm != nullptr ? *pm : static_cast<BlockSource&>(shared)),
@@ -291,7 +291,7 @@ ContextNode* usable_node(ContextNode* n) {
 void* MemoryContext::allocf(int64_t size, const char* label) const {
   ContextNode* n = usable_node(node());
   if (n == nullptr) return nullptr;
-  return n->freeable.alloc(size, label == nullptr ? n->label_id : label_id(label));
+  return n->freeable.alloc(size, label == nullptr ? n->label_id : label_id_cached(label));
 }
 
 absl::Status MemoryContext::free(void* ptr) const {

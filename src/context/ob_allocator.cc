@@ -1,5 +1,6 @@
 #include "context/ob_allocator.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "achunk/error_report.h"
@@ -17,7 +18,11 @@ int64_t slot_of(int64_t size) {
 }  // namespace
 
 ObAllocator::ObAllocator(BlockSource& source, int64_t page_size, bool thread_safe)
-    : source_(source), page_size_(page_size), thread_safe_(thread_safe) {
+    : source_(source),
+      page_size_(page_size),
+      max_page_size_(page_size > MAX_GROWN_PAGE ? page_size : MAX_GROWN_PAGE),
+      thread_safe_(thread_safe),
+      next_page_size_(page_size) {
   static_assert(sizeof(Page) <= PAGE_META);
 }
 
@@ -82,8 +87,9 @@ void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
     p = reinterpret_cast<char*>(page) + PAGE_META + AOBJECT_HEADER_SIZE;
   } else {
     if (bump_end_ - bump_ < slot) {
-      Page* page = new_page(page_size_);
+      Page* page = new_page(next_page_size_);
       if (page == nullptr) return nullptr;
+      next_page_size_ = std::min(next_page_size_ * 2, max_page_size_);
       switch_page(page);
     }
     p = bump_ + AOBJECT_HEADER_SIZE;
@@ -147,6 +153,7 @@ void ObAllocator::reset() {
     oldest = newer;
   }
   switch_page(nullptr);
+  next_page_size_ = page_size_;
   for (void*& head : free_) head = nullptr;
   used_ = 0;
   live_ = 0;

@@ -1,7 +1,9 @@
 // Context layer: ObAllocator, a memory context's freeable allocator. Objects are carved
-// by bump from pages taken from a BlockSource, each with the object layer's 8-byte
-// header and tail canary, and freed objects are reused by size class. Pages go back when
-// the allocator is reset (the context is destroyed), big objects as soon as they are
+// by bump from pages taken from a BlockSource (each new page twice the last, from the
+// context's page size up to MAX_GROWN_PAGE, as PostgreSQL's AllocSet grows its blocks:
+// a small context stays on one page, a busy one switches pages rarely), each with the
+// object layer's 8-byte header and tail canary, and freed objects are reused by class. Pages go
+// back when the allocator is reset (the context is destroyed), big objects as soon as they are
 // freed. With `thread_safe` every call takes a lock; otherwise one thread at a time.
 // Depends on the object layer (aobject.h, size_class.h) and block_source.h.
 #pragma once
@@ -112,8 +114,12 @@ class ObAllocator {
   void release_page(Page* page);
 
   BlockSource& source_;
+  static constexpr int64_t MAX_GROWN_PAGE = 64 * 1024;
+
   const int64_t page_size_;
+  const int64_t max_page_size_;
   const bool thread_safe_;
+  int64_t next_page_size_;  // of the next small-object page
   SpinLock lock_;
   Page* pages_ = nullptr;    // all pages, newest first
   Page* current_ = nullptr;  // the page small objects are carved from

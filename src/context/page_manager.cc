@@ -58,6 +58,7 @@ ObPageManager::~ObPageManager() {
 
 void ObPageManager::drop_page_cache() {
   while (page_cached_ > 0) block_set_.free_block(page_cache_[--page_cached_]);
+  cached_blocks_ = 0;
 }
 
 void ObPageManager::on_thread_exit() {
@@ -82,7 +83,17 @@ ABlock* ObPageManager::alloc_block(int64_t bytes) {
     report_cross_thread(this, "use_pm page allocation");
     return nullptr;
   }
-  if (bytes <= ABLOCK_SIZE && page_cached_ > 0) return page_cache_[--page_cached_];
+  // The newest cached page of exactly the size a fresh span would have.
+  const int64_t blocks = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
+  for (int i = page_cached_ - 1; i >= 0; --i) {
+    ABlock* block = page_cache_[i];
+    if (block->nblocks_ != blocks) continue;
+    // Keep the stack order: the newer entries move down one.
+    for (int j = i; j + 1 < page_cached_; ++j) page_cache_[j] = page_cache_[j + 1];
+    --page_cached_;
+    cached_blocks_ -= static_cast<int>(blocks);
+    return block;
+  }
   return block_set_.alloc_block(bytes);
 }
 
@@ -91,8 +102,11 @@ void ObPageManager::free_block(ABlock* block) {
     report_cross_thread(block, "use_pm page free");
     return;
   }
-  if (page_cached_ < PAGE_CACHE && !block->dedicated() && block->nblocks_ == 1) {
+  const int blocks = block->nblocks_;
+  if (!block->dedicated() && blocks <= PAGE_CACHE_MAX_SPAN && page_cached_ < PAGE_CACHE &&
+      cached_blocks_ + blocks <= PAGE_CACHE_BLOCKS) {
     page_cache_[page_cached_++] = block;
+    cached_blocks_ += blocks;
     return;
   }
   block_set_.free_block(block);

@@ -1,10 +1,10 @@
 // Context layer: ObPageManager, a thread's private source of pages for the memory
 // contexts that ask for it (USE_TL_PAGE_OPTIONAL, "use_pm"). Its BlockSet belongs to one
-// thread, so taking and returning pages needs no lock; it keeps up to PAGE_CACHE freed
-// one-block pages for the next context (a request's contexts come and go, and the block
-// set's split and coalesce would otherwise run for every page) and at most one free
-// 2 MiB chunk of its own, and everything goes back to the (tenant, ctx) allocator when
-// the thread exits. Calls from any other thread are refused (reported, nothing touched).
+// thread, so taking and returning pages needs no lock; it keeps freed pages of up to
+// PAGE_CACHE_BLOCKS blocks in all for the next context (a request's contexts come and
+// go, and the block set's split and coalesce would otherwise run for every page) and at
+// most one free 2 MiB chunk of its own, and everything goes back to the (tenant, ctx) allocator
+// when the thread exits. Calls from any other thread are refused (reported, nothing touched).
 // Depends on the object layer.
 #pragma once
 
@@ -28,14 +28,17 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   ABlock* alloc_block(int64_t bytes) override;
   void free_block(ABlock* block) override;
 
-  static constexpr int PAGE_CACHE = 32;  // 256 KiB of 8 KiB pages at most
+  static constexpr int PAGE_CACHE = 16;          // pages kept at most
+  static constexpr int PAGE_CACHE_BLOCKS = 32;   // 256 KiB at most
+  static constexpr int PAGE_CACHE_MAX_SPAN = 8;  // blocks; larger pages go straight back
 
   bool owned_by_this_thread() const { return owner_ == this_thread_marker(); }
   ObTenantCtxAllocator& tenant_ctx() const { return ta_; }
   int64_t hold() const { return block_set_.hold() + (cached_ != nullptr ? cached_->hold() : 0); }
   // Bytes of pages contexts hold (cached free pages not included).
-  int64_t used() const { return block_set_.used() - page_cached_ * ABLOCK_SIZE; }
+  int64_t used() const { return block_set_.used() - cached_blocks_ * ABLOCK_SIZE; }
   int cached_pages() const { return page_cached_; }
+  int cached_blocks() const { return cached_blocks_; }
   // Thread exit: frees everything if no page is in use, else reports and keeps it.
   void on_thread_exit();
 
@@ -48,9 +51,10 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   void drop_page_cache();
 
   ObTenantCtxAllocator& ta_;
-  const void* owner_;  // the owning thread's this_thread_marker()
-  ABlock* page_cache_[PAGE_CACHE];
+  const void* owner_;               // the owning thread's this_thread_marker()
+  ABlock* page_cache_[PAGE_CACHE];  // a stack: the page freed last is reused first
   int page_cached_ = 0;
+  int cached_blocks_ = 0;
   AChunk* cached_ = nullptr;  // one free normal chunk kept for the next page
   BlockSet block_set_;
 };

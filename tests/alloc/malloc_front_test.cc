@@ -94,8 +94,8 @@ TEST_F(MallocFrontTest, ALabelEndingBeforeAnUnreadablePageIsReadSafely) {
   std::memcpy(label, "edge", 5);
   ASSERT_EQ(mprotect(page + PAGE, PAGE, PROT_NONE), 0);
   uint64_t bytes[2];
-  EXPECT_FALSE(malloc_front::read_label_bytes(label, bytes));
-  EXPECT_TRUE(malloc_front::read_label_bytes(page, bytes));
+  EXPECT_FALSE(read_label_bytes(label, bytes));
+  EXPECT_TRUE(read_label_bytes(page, bytes));
   {
     ObMallocAllocator a(mgr_);
     void* p = a.alloc(32, ObMemAttr(TENANT, label));

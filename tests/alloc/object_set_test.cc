@@ -28,9 +28,19 @@ TEST(SizeClassTest, EveryRequestGetsTheSmallestSlotThatFits) {
     }
     ASSERT_EQ(class_slot_size(sc) % 16, 0);
     ASSERT_EQ(sc, size_class_compute(size)) << size;  // the table agrees with the formula
+    ASSERT_EQ(class_slot_size(sc), class_slot_formula(sc));
   }
   EXPECT_EQ(size_class_of(0), 0);
   EXPECT_EQ(class_slot_size(size_class_of(64)), 80);  // 64 B objects: 25% meta
+}
+
+TEST(LabelTest, TheCachedLookupSeesTextRewrittenAtTheSamePointer) {
+  char label[32] = "t_cache_one";
+  EXPECT_EQ(label_id_cached(label), label_id("t_cache_one"));
+  EXPECT_EQ(label_id_cached(label), label_id("t_cache_one"));  // a hit
+  std::strcpy(label, "t_cache_two");
+  EXPECT_EQ(label_id_cached(label), label_id("t_cache_two"));
+  EXPECT_EQ(label_id_cached(nullptr), label_id(nullptr));
 }
 
 TEST(LabelTest, InternsOnceAndCuts) {

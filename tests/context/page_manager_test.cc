@@ -1,5 +1,5 @@
-// The thread page manager's page cache: pages of a destroyed use_pm context serve the
-// next one without the block set, the page touched last comes back first, the cache is
+// The thread page manager's page cache and a context's growing pages: pages of a
+// destroyed use_pm context serve the next one without the block set, the cache is
 // bounded, and a thread's exit gives cached pages back with everything else. Each test
 // runs on a thread of its own, so it starts with a fresh page manager.
 #include "context/page_manager.h"
@@ -27,12 +27,25 @@ ContextParam pm_param() {
   return p;
 }
 
-// Fills `pages` pages of a context with objects (each 2000-byte object takes a 2560-byte
-// slot, three to a page); returns the objects in allocation order.
+// Allocates 2000-byte objects (2560-byte slots) until one lands on page `pages` + 1
+// (that one is freed, its page stays); returns the others in allocation order.
 std::vector<void*> fill_pages(const MemoryContext& ctx, int pages) {
   std::vector<void*> out;
-  for (int i = 0; i < pages * 3; ++i) out.push_back(ctx.allocf(2000));
-  return out;
+  int seen = 0;
+  ABlock* last = nullptr;
+  for (;;) {
+    void* p = ctx.allocf(2000);
+    ABlock* block = BlockSet::ptr2block(p);
+    if (block != last) {
+      if (seen == pages) {
+        EXPECT_TRUE(ctx.free(p).ok());
+        return out;
+      }
+      ++seen;
+      last = block;
+    }
+    out.push_back(p);
+  }
 }
 
 void quiet_leaks(const LeakReport&) {}
@@ -48,25 +61,48 @@ class PageManagerTest : public ::testing::Test {
   int64_t start_hold_ = 0;
 };
 
-TEST_F(PageManagerTest, PagesOfADestroyedContextServeTheNextNewestFirst) {
+TEST_F(PageManagerTest, PagesGrowFromThePageSizeTo64KiB) {
+  std::thread t([] {
+    for (int round = 0; round < 2; ++round) {  // the second context starts small again
+      auto ctx = MemoryContext::create_detached(pm_param());
+      ASSERT_TRUE(ctx.ok());
+      const std::vector<void*> objects = fill_pages(*ctx, 6);
+      std::vector<int64_t> sizes;
+      ABlock* last = nullptr;
+      for (void* p : objects) {
+        ABlock* block = BlockSet::ptr2block(p);
+        if (block != last) sizes.push_back(BlockSet::span_bytes(block));
+        last = block;
+      }
+      const std::vector<int64_t> want = {8192, 16384, 32768, 65536, 65536, 65536};
+      EXPECT_EQ(sizes, want);
+      ASSERT_TRUE(ctx->destroy().ok());
+    }
+  });
+  t.join();
+  EXPECT_EQ(ctx_hold(), start_hold_);
+}
+
+TEST_F(PageManagerTest, PagesOfADestroyedContextServeTheNext) {
   std::thread t([] {
     auto first = MemoryContext::create_detached(pm_param());
     ASSERT_TRUE(first.ok());
-    const std::vector<void*> objects = fill_pages(*first, 3);
+    const std::vector<void*> objects = fill_pages(*first, 3);  // 8 + 16 + 32 (+ 64) KiB
     ObPageManager* pm = ObPageManager::current();
     ASSERT_NE(pm, nullptr);
-    const int64_t used = pm->used();
-    EXPECT_EQ(used, 3 * ABLOCK_SIZE);
+    EXPECT_EQ(pm->used(), 15 * ABLOCK_SIZE);
     ASSERT_TRUE(first->destroy().ok());
-    EXPECT_EQ(pm->cached_pages(), 3);
+    EXPECT_EQ(pm->cached_pages(), 4);
+    EXPECT_EQ(pm->cached_blocks(), 15);
     EXPECT_EQ(pm->used(), 0);
 
     auto second = MemoryContext::create_detached(pm_param());
     ASSERT_TRUE(second.ok());
     void* p = second->allocf(2000);
-    // The first context's last page (where its last object lives) comes back first.
-    EXPECT_EQ(BlockSet::ptr2block(p), BlockSet::ptr2block(objects.back()));
-    EXPECT_EQ(pm->cached_pages(), 2);
+    // Its first page is the first context's first page, from the cache.
+    EXPECT_EQ(BlockSet::ptr2block(p), BlockSet::ptr2block(objects.front()));
+    EXPECT_EQ(pm->cached_pages(), 3);
+    EXPECT_EQ(pm->cached_blocks(), 14);
     EXPECT_EQ(pm->used(), ABLOCK_SIZE);
     ASSERT_TRUE(second->destroy().ok());
   });
@@ -78,10 +114,12 @@ TEST_F(PageManagerTest, TheCacheIsBoundedAndTheRestGoesBackToTheBlockSet) {
   std::thread t([] {
     auto ctx = MemoryContext::create_detached(pm_param());
     ASSERT_TRUE(ctx.ok());
-    fill_pages(*ctx, ObPageManager::PAGE_CACHE + 8);
+    fill_pages(*ctx, 12);  // 1 + 2 + 4 + 8 x 9 blocks: more than the cache takes
     ObPageManager* pm = ObPageManager::current();
     ASSERT_TRUE(ctx->destroy().ok());
-    EXPECT_EQ(pm->cached_pages(), ObPageManager::PAGE_CACHE);
+    EXPECT_LE(pm->cached_blocks(), ObPageManager::PAGE_CACHE_BLOCKS);
+    EXPECT_GT(pm->cached_blocks(), ObPageManager::PAGE_CACHE_BLOCKS - 8);
+    EXPECT_LE(pm->cached_pages(), ObPageManager::PAGE_CACHE);
     EXPECT_EQ(pm->used(), 0);
   });
   t.join();
