@@ -6,9 +6,14 @@
 # second through an IDLE_S idle window, then oltp_point_select for POINT_S seconds, and
 # the [chunk_mgr] dump the server prints at exit (stats_print). A sixth setting adds the
 # opt-in release thread (release_interval_ms:1000) to the default. Writes results.md and
-# rss.png (gnuplot) into OUT. The server has its own temporary datadir and a unix socket,
-# no TCP, and is stopped and removed at the end even on failure.
-# Usage: bench/sysbench/run.sh   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 OUT=build/sysbench)
+# rss.png (gnuplot) into OUT. ROUNDS > 1 repeats everything with the order of the settings
+# rotated each round (this VM drifts by tens of percent over minutes, so a fixed order
+# favours whoever runs first): results.md then has one row per setting and round, and a
+# summary of the medians over the rounds with QPS as a ratio to glibc's in the same round.
+# The server has its own temporary datadir and a unix socket, no TCP, and is stopped and
+# removed at the end even on failure.
+# Usage: bench/sysbench/run.sh
+#   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 ROUNDS=1 OUT=build/sysbench)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -16,6 +21,7 @@ RUN_S=${RUN_S:-60}
 IDLE_S=${IDLE_S:-60}
 POINT_S=${POINT_S:-30}
 THREADS=${THREADS:-4}
+ROUNDS=${ROUNDS:-1}
 TABLES=${TABLES:-4}
 TABLE_SIZE=${TABLE_SIZE:-100000}
 OUT=${OUT:-$ROOT/build/sysbench}
@@ -73,50 +79,83 @@ sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" prepare >"$WORK/
 stop_server
 
 SETTINGS=(glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread)
-printf '| setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |\n|---|---|---|---|---|---|---|---|\n' >"$OUT/results.md"
+: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired
 : >"$OUT/rss.dat"
-for setting in "${SETTINGS[@]}"; do
-  case $setting in
-    glibc) preload=""; conf="" ;;
-    jemalloc) preload=$JEMALLOC_SO; conf="" ;;
-    achunk_cache0_noevict) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:0,chunk_cache_ttl_ms:-1,stats_print:true" ;;
-    achunk_cache2M) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:2M,stats_print:true" ;;
-    achunk_default) preload=$ACHUNK_SO; conf="stats_print:true" ;;
-    achunk_release_thread) preload=$ACHUNK_SO; conf="release_interval_ms:1000,stats_print:true" ;;
-  esac
-  echo "=== $setting ===" >&2
-  start_server "$preload" "$conf"
-  peak=0
-  sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" --time="$RUN_S" \
-    --percentile=95 run >"$WORK/rw.log" &
-  sb=$!
-  t=0
-  while kill -0 "$sb" 2>/dev/null; do
-    r=$(rss_kb); ((r > peak)) && peak=$r
-    echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
+for round in $(seq 1 "$ROUNDS"); do
+  # Rotate: round r starts with setting r-1 (mod the count).
+  shift_by=$(((round - 1) % ${#SETTINGS[@]}))
+  order=("${SETTINGS[@]:shift_by}" "${SETTINGS[@]:0:shift_by}")
+  for setting in "${order[@]}"; do
+    case $setting in
+      glibc) preload=""; conf="" ;;
+      jemalloc) preload=$JEMALLOC_SO; conf="" ;;
+      achunk_cache0_noevict) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:0,chunk_cache_ttl_ms:-1,stats_print:true" ;;
+      achunk_cache2M) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:2M,stats_print:true" ;;
+      achunk_default) preload=$ACHUNK_SO; conf="stats_print:true" ;;
+      achunk_release_thread) preload=$ACHUNK_SO; conf="release_interval_ms:1000,stats_print:true" ;;
+    esac
+    echo "=== round $round: $setting ===" >&2
+    start_server "$preload" "$conf"
+    peak=0
+    sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" --time="$RUN_S" \
+      --percentile=95 run >"$WORK/rw.log" &
+    sb=$!
+    t=0
+    while kill -0 "$sb" 2>/dev/null; do
+      r=$(rss_kb); ((r > peak)) && peak=$r
+      ((round == 1)) && echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
+    done
+    wait "$sb"
+    for _ in $(seq 1 "$IDLE_S"); do
+      r=$(rss_kb); ((round == 1)) && echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
+    done
+    idle_end=$(rss_kb)
+    sysbench oltp_point_select "${SB_COMMON[@]}" --threads="$THREADS" --time="$POINT_S" run \
+      >"$WORK/ps.log"
+    stop_server
+    qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/rw.log")
+    p95=$(awk '/95th percentile:/{print $3}' "$WORK/rw.log")
+    errs=$(awk '/ignored errors:/{print $3}' "$WORK/rw.log")
+    ps_qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/ps.log")
+    # With --log-error the server's stderr goes to the error log: stats_print's dump is there.
+    expired=$( (grep -ho 'expired_unmaps= *[0-9,]*' "$WORK/error.log" "$WORK/stderr.log" || true) |
+      tail -n 1 | tr -d ' ,' | cut -d= -f2)
+    (grep -h -A 20 '^\[chunk_mgr\]' "$WORK/error.log" "$WORK/stderr.log" || true) \
+      >"$OUT/dump_${setting}_round$round.txt"
+    : >"$WORK/error.log"
+    echo "$round $setting $qps $p95 $errs $(awk -v k="$peak" 'BEGIN{printf "%.1f", k/1024}')" \
+      "$(awk -v k="$idle_end" 'BEGIN{printf "%.1f", k/1024}') $ps_qps ${expired:--}" >>"$OUT/rows.dat"
   done
-  wait "$sb"
-  for _ in $(seq 1 "$IDLE_S"); do
-    r=$(rss_kb); echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
-  done
-  idle_end=$(rss_kb)
-  sysbench oltp_point_select "${SB_COMMON[@]}" --threads="$THREADS" --time="$POINT_S" run \
-    >"$WORK/ps.log"
-  stop_server
-  qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/rw.log")
-  p95=$(awk '/95th percentile:/{print $3}' "$WORK/rw.log")
-  errs=$(awk '/ignored errors:/{print $3}' "$WORK/rw.log")
-  ps_qps=$(awk '/queries:/{gsub(/[()]/,"",$3); print $3}' "$WORK/ps.log")
-  # With --log-error the server's stderr goes to the error log: stats_print's dump is there.
-  expired=$( (grep -ho 'expired_unmaps= *[0-9,]*' "$WORK/error.log" "$WORK/stderr.log" || true) |
-    tail -n 1 | tr -d ' ,' | cut -d= -f2)
-  (grep -h -A 20 '^\[chunk_mgr\]' "$WORK/error.log" "$WORK/stderr.log" || true) >"$OUT/dump_$setting.txt"
-  : >"$WORK/error.log"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$setting" "$qps" "$p95" "$errs" \
-    "$(awk -v k="$peak" 'BEGIN{printf "%.1f", k/1024}')" \
-    "$(awk -v k="$idle_end" 'BEGIN{printf "%.1f", k/1024}')" "$ps_qps" "${expired:--}" \
-    >>"$OUT/results.md"
 done
+
+# Per round, then the medians over rounds (QPS also as a ratio to glibc in the same round).
+awk -v settings="${SETTINGS[*]}" '
+  function median(list,   a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  { row[NR] = $0; r = $1; s = $2; qps[r, s] = $3
+    for (f = 3; f <= 9; f++) vals[s, f] = vals[s, f] " " $f }
+  END {
+    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |"
+    print "|---|---|---|---|---|---|---|---|---|"
+    for (i = 1; i <= NR; i++) { $0 = row[i]; printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }
+    print ""
+    print "Medians over the rounds:"
+    print ""
+    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |"
+    print "|---|---|---|---|---|---|---|---|---|"
+    n = split(settings, names, " ")
+    for (k = 1; k <= n; k++) {
+      s = names[k]; ratios = ""
+      for (key in qps) { split(key, p, SUBSEP); if (p[2] == s && qps[p[1], "glibc"] > 0) ratios = ratios " " qps[key] / qps[p[1], "glibc"] }
+      expired = vals[s, 9] ~ /-/ ? "-" : median(vals[s, 9])  # not achunk: no dump
+      printf "| %s | %.1f | %.3f | %.2f | %s | %.1f | %.1f | %.1f | %s |\n", s, median(vals[s, 3]),
+        median(ratios), median(vals[s, 4]), median(vals[s, 5]), median(vals[s, 6]), median(vals[s, 7]),
+        median(vals[s, 8]), expired
+    }
+  }' "$OUT/rows.dat" >"$OUT/results.md"
 
 gnuplot <<PLOT
 set terminal png size 1000,600 noenhanced
