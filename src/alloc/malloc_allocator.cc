@@ -67,7 +67,8 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
 
 void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr,
                                    uint16_t label) {
-  if (size > SMALL_OBJECT_MAX) return;
+  // No entry for no label: the fast path reads the label without a null check.
+  if (size > SMALL_OBJECT_MAX || attr.label_ == nullptr) return;
   ThreadHeap* heap = ta.object_set().existing_heap();
   uint64_t bytes[2];
   if (heap == nullptr || !read_label_bytes(attr.label_, bytes)) return;

@@ -28,14 +28,16 @@ class ObMallocAllocator {
   // Inline: a repeated small allocation is served from this thread's front entry.
   void* alloc(int64_t size, const ObMemAttr& attr) {
     malloc_front::Entry& e = malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_);
-    uint64_t bytes[2];
-    // Equal label bytes are equal text, so the label pointer itself need not match.
-    if (e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_ &&
-        e.heap_epoch == object_set_tls::heap_epoch &&
-        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX) &&
-        read_label_bytes(attr.label_, bytes) && bytes[0] == e.label_bytes[0] &&
-        bytes[1] == e.label_bytes[1]) {
-      if (void* p = e.heap->alloc_object(size, e.label_id)) return p;
+    // Entries are filled only for non-null labels that were readable, so the same pointer
+    // can be read without the checks; equal bytes then mean the text did not change.
+    if (e.label == attr.label_ && e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ &&
+        e.ctx_id == attr.ctx_id_ && e.heap_epoch == object_set_tls::heap_epoch &&
+        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+      uint64_t bytes[2];
+      read_label_bytes_unchecked(attr.label_, bytes);
+      if (bytes[0] == e.label_bytes[0] && bytes[1] == e.label_bytes[1]) {
+        if (void* p = e.heap->alloc_object(size, e.label_id)) return p;
+      }
     }
     return alloc_slow(size, attr);
   }
