@@ -13,7 +13,7 @@
 # The server has its own temporary datadir and a unix socket, no TCP, and is stopped and
 # removed at the end even on failure.
 # Usage: bench/sysbench/run.sh
-#   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 ROUNDS=1 OUT=build/sysbench)
+#   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 ROUNDS=1 SETTINGS="..." OUT=build/sysbench)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -78,7 +78,8 @@ mariadb --no-defaults --socket="$SOCK" -uroot -e "CREATE DATABASE IF NOT EXISTS 
 sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" prepare >"$WORK/prepare.log"
 stop_server
 
-SETTINGS=(glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread)
+# SETTINGS="glibc achunk_default" runs a subset.
+read -r -a SETTINGS <<<"${SETTINGS:-glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread}"
 : >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired
 : >"$OUT/rss.dat"
 for round in $(seq 1 "$ROUNDS"); do

@@ -27,7 +27,8 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
     {"stats_print", OptionType::BOOL, 0, 0, 1,
      "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
     {"release_interval_ms", OptionType::INT, 0, 0, 3'600'000,
-     "drop-in malloc: a thread releases expired cached chunks this often; 0 = no thread"},
+     "drop-in malloc: a thread releases expired cached chunks and washes idle ctxs' free "
+     "spans this often; 0 = no thread"},
 };
 
 Options::Options() {

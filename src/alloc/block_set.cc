@@ -156,6 +156,7 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
 
 ABlock* BlockSet::alloc_block(int64_t bytes) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
+  ++span_ops_;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
   if (n64 > MAX_SPAN) return alloc_dedicated(bytes);
   const int n = static_cast<int>(n64);
@@ -185,6 +186,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
 }
 
 void BlockSet::free_block(ABlock* block) {
+  ++span_ops_;
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (block->dedicated()) {

@@ -34,6 +34,9 @@ class BlockSet {
   // Gives the physical pages of every free span back to the OS (madvise); the spans stay
   // free and usable, they fault in again when reused. Returns the bytes washed.
   int64_t wash_free_spans();
+  // Span allocations and frees so far: a caller that sees it unchanged over a period
+  // knows the set was idle.
+  uint64_t span_ops() const { return span_ops_; }
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
   // no valid span header covers it.
@@ -70,6 +73,7 @@ class BlockSet {
   uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty
   int64_t hold_ = 0;
   int64_t used_ = 0;
+  uint64_t span_ops_ = 0;
   int64_t chunk_cnt_ = 0;
 };
 

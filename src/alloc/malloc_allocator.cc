@@ -172,6 +172,13 @@ void ObMallocAllocator::fork_unlock() {
   lock_.unlock();
 }
 
+int64_t ObMallocAllocator::wash_idle_spans() {
+  int64_t washed = 0;
+  for_each_ctx(
+      [&](ObTenantMemory&, ObTenantCtxAllocator& ta) { washed += ta.object_set().wash_if_idle(); });
+  return washed;
+}
+
 void ObMallocAllocator::flush_thread_caches() {
   for_each_ctx(
       [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });

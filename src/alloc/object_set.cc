@@ -120,6 +120,19 @@ int64_t ObjectSet::wash_free_spans() {
   return block_set_.wash_free_spans();
 }
 
+int64_t ObjectSet::wash_if_idle() {
+  std::lock_guard<SpinLock> guard(lock_);
+  const uint64_t ops = block_set_.span_ops();
+  if (ops != ops_at_last_look_) {
+    ops_at_last_look_ = ops;
+    washed_since_busy_ = false;
+    return 0;
+  }
+  if (washed_since_busy_) return 0;
+  washed_since_busy_ = true;
+  return block_set_.wash_free_spans();
+}
+
 void ObjectSet::abandon(ThreadHeap* heap) {
   std::lock_guard<SpinLock> guard(lock_);
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {

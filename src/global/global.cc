@@ -91,7 +91,12 @@ void* release_loop(void*) {
     timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) != 0) {
     }
-    if (interval_ms > 0) global_chunk_mgr().release_expired();
+    if (interval_ms > 0) {
+      global_chunk_mgr().release_expired();
+      // Free spans inside chunks that still hold live objects are resident too; give
+      // their pages back once a ctx has gone a whole interval without a span change.
+      global_malloc_allocator().wash_idle_spans();
+    }
   }
   return nullptr;
 }

@@ -32,7 +32,8 @@ bool context_use_pm();
 void install_fork_handlers();
 // Starts the opt-in release thread if release_interval_ms > 0: every interval it unmaps
 // all cached chunks that idled for chunk_cache_ttl_ms, so a process that has gone
-// completely silent (no frees, so no eviction) still gives its cache back. Idempotent;
+// completely silent (no frees, so no eviction) still gives its cache back, and washes
+// the free spans of every ctx that had no span change during the interval. Idempotent;
 // the drop-in malloc calls it at load time. A forked child has no such thread.
 void start_release_thread();
 // -1 while the release thread has not run (or was never started), then 1 if it runs with

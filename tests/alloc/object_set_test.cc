@@ -200,3 +200,28 @@ TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
 
 }  // namespace
 }  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(ObjectSetTest, AnIdleSetIsWashedOnceAndABusyOneNever) {
+  ObjectSet set(source_);
+  void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
+  void* gone = set.alloc(100000, 0);
+  ObjectSet::free(gone);
+  EXPECT_EQ(set.wash_if_idle(), 0);  // first look: only records the span count
+  const int64_t washed = set.wash_if_idle();
+  EXPECT_GT(washed, 0);  // nothing changed over a whole period: the free spans go
+  EXPECT_EQ(os_.released_bytes(), washed);
+  EXPECT_EQ(set.wash_if_idle(), 0);   // already washed, still idle: not again
+  void* busy = set.alloc(100000, 0);  // a span changes: busy again
+  EXPECT_EQ(set.wash_if_idle(), 0);
+  ObjectSet::free(busy);  // and again
+  EXPECT_EQ(set.wash_if_idle(), 0);
+  EXPECT_GT(set.wash_if_idle(), 0);  // idle for a whole period once more
+  std::memset(keep, 1, 100000);      // the live object was not touched by the washes
+  ObjectSet::free(keep);
+}
+
+}  // namespace
+}  // namespace achunk::testing
