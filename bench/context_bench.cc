@@ -108,5 +108,36 @@ void BM_JemallocRequestTouch(benchmark::State& state) {
 }
 BENCHMARK(BM_JemallocRequestTouch);
 
+// A thread-safe context shared by the benchmark's threads: each iteration allocates 64 B
+// and frees the object it allocated 8 iterations earlier. parallel:1 is one lock for all
+// threads, parallel:2 gives each of the 2 threads its own way.
+MemoryContext g_shared_ctx;
+void BM_ThreadSafeContext(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    ContextParam param;
+    param.set_mem_attr(OB_SERVER_TENANT_ID, "Shared", EXECUTE_CTX_ID)
+        .set_properties(ALLOC_THREAD_SAFE)
+        .set_parallel(static_cast<int>(state.range(0)));
+    g_shared_ctx = *MemoryContext::root().create_child(param);
+  }
+  void* keep[8] = {};
+  size_t i = 0;
+  for (auto _ : state) {
+    void* p = g_shared_ctx.allocf(64);
+    benchmark::DoNotOptimize(p);
+    if (keep[i & 7] != nullptr) g_shared_ctx.free(keep[i & 7]).IgnoreError();
+    keep[i++ & 7] = p;
+  }
+  // The 8 objects each thread kept are freed by the destroy (after the timed loop's end
+  // barrier, so no thread uses the context any more).
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    const LeakHandler previous = set_leak_handler(&count_leak);
+    g_shared_ctx.destroy().IgnoreError();
+    set_leak_handler(previous);
+  }
+}
+BENCHMARK(BM_ThreadSafeContext)->ArgName("parallel")->Arg(1)->Arg(2)->Threads(2)->UseRealTime();
+
 }  // namespace
 }  // namespace achunk

@@ -47,7 +47,8 @@ struct ContextParam {
   int ctx_id_ = DEFAULT_CTX_ID;
   int properties_ = 0;
   int64_t page_size_ = DEFAULT_CONTEXT_PAGE_SIZE;
-  int parallel_ = 1;  // accepted for compatibility; ALLOC_THREAD_SAFE uses one lock
+  // With ALLOC_THREAD_SAFE: the freeable allocator's ways (locks), at most 8 are used.
+  int parallel_ = 1;
 };
 
 }  // namespace achunk

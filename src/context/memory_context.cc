@@ -11,6 +11,7 @@
 #include "context/arena.h"
 #include "context/ob_allocator.h"
 #include "context/page_manager.h"
+#include "context/parallel_allocator.h"
 #include "global/global.h"
 
 namespace achunk {
@@ -24,7 +25,7 @@ struct ContextNode {
         use_pm(pm != nullptr),
         shared(set),
         source(pm != nullptr ? *pm : static_cast<BlockSource&>(shared)),
-        freeable(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0),
+        freeable(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0, p.parallel_),
         arena(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0) {}
 
   ContextParam param;
@@ -40,7 +41,7 @@ struct ContextNode {
   SpinLock tree_lock;  // children list, when ADD_CHILD_THREAD_SAFE
   SharedBlockSource shared;
   BlockSource& source;
-  ObAllocator freeable;
+  ObParallelAllocator freeable;
   ObArenaAllocator arena;
 };
 
@@ -161,7 +162,7 @@ bool destroyable_here(ContextSlot* slot) {
 }
 
 void report_leaks(ContextNode* n) {
-  const ObAllocator& a = n->freeable;
+  const ObParallelAllocator& a = n->freeable;
   if (a.live_count() == 0) return;
   const LeakHandler handler = g_leak_handler.load();
   if (a.single_label() >= 0) {  // one label: the counters say it all, no scan

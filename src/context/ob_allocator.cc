@@ -67,6 +67,16 @@ void* ObAllocator::alloc_slow(int64_t size, uint16_t label) {
   return alloc_locked(size, label);
 }
 
+void* ObAllocator::alloc_if_uncontended(int64_t size, uint16_t label, bool* busy) {
+  if (!thread_safe_) return alloc_locked(size, label);
+  if (!lock_.try_lock()) {
+    *busy = true;
+    return nullptr;
+  }
+  std::lock_guard<SpinLock> guard(lock_, std::adopt_lock);
+  return alloc_locked(size, label);
+}
+
 void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
   if (size < 0 || size > AOBJECT_MAX_SIZE) {
     set_alloc_failure(AllocFailure{AllocFailKind::INVALID_SIZE, 0, size, hold_, 0});

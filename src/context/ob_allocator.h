@@ -43,6 +43,9 @@ class ObAllocator {
     }
     return finish(p, size, label);
   }
+  // For a thread-safe allocator: alloc if its lock is free at once, else nullptr with
+  // *busy set (nothing done), so a caller can go to another allocator instead of waiting.
+  void* alloc_if_uncontended(int64_t size, uint16_t label, bool* busy);
   // False (after a report through report_error) when ptr is not a live object of this
   // allocator: another allocator's, a double free, or an overwritten canary. Inline: a
   // small object that passes every check goes onto its class's free list here.
