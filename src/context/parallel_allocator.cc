@@ -52,14 +52,14 @@ void* ObParallelAllocator::alloc_spread(int64_t size, uint16_t label) {
   return way(first).alloc(size, label);  // every way busy: wait for this thread's
 }
 
-bool ObParallelAllocator::free(void* ptr) {
-  if (ways_ > 1 && ptr != nullptr && (reinterpret_cast<uintptr_t>(ptr) & 15) == 0) {
+bool ObParallelAllocator::free_spread(void* ptr) {
+  if (ptr != nullptr && (reinterpret_cast<uintptr_t>(ptr) & 15) == 0) {
     ObAllocator* owner = ObAllocator::owner_of(ptr);
     for (int i = 0; i < ways_; ++i) {
       if (owner == &way(i)) return owner->free(ptr);
     }
   }
-  return first_.free(ptr);  // one way, or not ours: that way frees or reports it
+  return first_.free(ptr);  // not ours: the first way reports it
 }
 
 int64_t ObParallelAllocator::hold() const {

@@ -30,7 +30,7 @@ class ObParallelAllocator {
     return ways_ == 1 ? first_.alloc(size, label) : alloc_spread(size, label);
   }
   // False (after a report) when ptr is not a live object of this allocator.
-  bool free(void* ptr);
+  bool free(void* ptr) { return ways_ == 1 ? first_.free(ptr) : free_spread(ptr); }
 
   int ways() const { return ways_; }
   int64_t hold() const;
@@ -47,6 +47,8 @@ class ObParallelAllocator {
   // The thread's way if its lock is free, else the next free one (which becomes the
   // thread's way), else wait for the thread's way.
   void* alloc_spread(int64_t size, uint16_t label);
+  // A free with several ways: to the way that owns the object's page.
+  bool free_spread(void* ptr);
 
   BlockSource& source_;
   ObAllocator first_;
