@@ -89,23 +89,14 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
 }
 
 inline bool ObjectSet::try_free_fast(void* ptr) {
-  const auto u = reinterpret_cast<uintptr_t>(ptr);
   AChunk* chunk = AChunk::ptr2chunk(ptr);
-  if ((u & 15) != 0 || !chunk->is_valid() ||
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || !chunk->is_valid() ||
       chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) {
     return false;
   }
-  // Unsigned: a pointer into the chunk header wraps around and fails the range check.
-  const uint64_t off = u - reinterpret_cast<uintptr_t>(chunk->data()) - AOBJECT_HEADER_SIZE;
-  if (off >= static_cast<uint64_t>(BLOCKS_PER_CHUNK) * ABLOCK_SIZE) return false;
-  const int idx = static_cast<int>(off / ABLOCK_SIZE);
-  const int32_t back = chunk_block(chunk, idx)->nblocks_;
-  const int head = back < 0 ? idx + back : idx;
-  if (head < 0) return false;
-  ABlock* block = chunk_block(chunk, head);
-  // Valid, in use, not a dedicated chunk, and its span reaches the pointer.
-  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) ||
-      head + block->nblocks_ <= idx) {
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  // In use and not a dedicated chunk (big objects take the full path).
+  if (block == nullptr || block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE)) {
     return false;
   }
   Slab* slab = slab_of(block);

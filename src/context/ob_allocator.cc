@@ -109,10 +109,8 @@ void* ObAllocator::alloc_locked(int64_t size, uint16_t label) {
 }
 
 ObAllocator* ObAllocator::owner_of(void* ptr) {
-  ABlock* block = BlockSet::ptr2block(header_of(ptr));
-  if (block == nullptr || !block->in_use()) return nullptr;
-  auto* page = static_cast<Page*>(block_data(block));
-  return page->magic == Page::MAGIC ? page->owner : nullptr;
+  Page* page = page_of(ptr);
+  return page != nullptr ? page->owner : nullptr;
 }
 
 bool ObAllocator::free_slow(void* ptr) {
@@ -123,11 +121,8 @@ bool ObAllocator::free_slow(void* ptr) {
 
 bool ObAllocator::free_locked(void* ptr) {
   if (ptr == nullptr) return true;
-  ABlock* block =
-      (reinterpret_cast<uintptr_t>(ptr) & 15) == 0 ? BlockSet::ptr2block(header_of(ptr)) : nullptr;
-  auto* page =
-      block != nullptr && block->in_use() ? static_cast<Page*>(block_data(block)) : nullptr;
-  if (page == nullptr || page->magic != Page::MAGIC || page->owner != this) {
+  Page* page = page_of(ptr);
+  if (page == nullptr || page->owner != this) {
     report_error(ErrorKind::INVALID_FREE, ptr, "not an object of this memory context");
     return false;
   }

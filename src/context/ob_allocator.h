@@ -2,9 +2,10 @@
 // by bump from pages taken from a BlockSource (each new page twice the last, from the
 // context's page size up to MAX_GROWN_PAGE, as PostgreSQL's AllocSet grows its blocks:
 // a small context stays on one page, a busy one switches pages rarely), each with the
-// object layer's 8-byte header and tail canary, and freed objects are reused by class. Pages go
-// back when the allocator is reset (the context is destroyed), big objects as soon as they are
-// freed. With `thread_safe` every call takes a lock; otherwise one thread at a time.
+// object layer's 8-byte header and tail canary, and freed objects are reused by class.
+// Pages go back when the allocator is reset (the context is destroyed), big objects as
+// soon as they are freed. With `thread_safe` every call takes a lock; otherwise one
+// thread at a time.
 // Depends on the object layer (aobject.h, size_class.h) and block_source.h.
 #pragma once
 
@@ -50,14 +51,10 @@ class ObAllocator {
   // allocator: another allocator's, a double free, or an overwritten canary. Inline: a
   // small object that passes every check goes onto its class's free list here.
   bool free(void* ptr) {
-    if (thread_safe_ || ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
-      return free_slow(ptr);
-    }
-    ABlock* block = BlockSet::ptr2block(header_of(ptr));
-    if (block == nullptr || !block->in_use()) return free_slow(ptr);
-    auto* page = static_cast<Page*>(block_data(block));
-    const uint64_t h = load_header(ptr);
-    if (page->magic != Page::MAGIC || page->owner != this || page->big ||
+    if (thread_safe_ || ptr == nullptr) return free_slow(ptr);
+    Page* page = page_of(ptr);
+    const uint64_t h = page != nullptr ? load_header(ptr) : 0;
+    if (page == nullptr || page->owner != this || page->big ||
         header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) {
       return free_slow(ptr);  // frees big objects, reports the rest
     }
@@ -98,7 +95,16 @@ class ObAllocator {
     int64_t bump;   // offset of the next slot to carve
   };
   static constexpr int64_t PAGE_META = 56;
+  static constexpr int64_t MAX_GROWN_PAGE = 64 * 1024;
 
+  // The page of a 16-byte-aligned pointer into a live context page, else nullptr.
+  static Page* page_of(void* ptr) {
+    if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) return nullptr;
+    ABlock* block = BlockSet::ptr2block(header_of(ptr));
+    if (block == nullptr || !block->in_use()) return nullptr;
+    auto* page = static_cast<Page*>(block_data(block));
+    return page->magic == Page::MAGIC ? page : nullptr;
+  }
   void* finish(char* p, int64_t size, uint16_t label) {
     store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
     write_tail(p, static_cast<uint32_t>(size));
@@ -117,8 +123,6 @@ class ObAllocator {
   void release_page(Page* page);
 
   BlockSource& source_;
-  static constexpr int64_t MAX_GROWN_PAGE = 64 * 1024;
-
   const int64_t page_size_;
   const int64_t max_page_size_;
   const bool thread_safe_;

@@ -53,11 +53,9 @@ void* ObParallelAllocator::alloc_spread(int64_t size, uint16_t label) {
 }
 
 bool ObParallelAllocator::free_spread(void* ptr) {
-  if (ptr != nullptr && (reinterpret_cast<uintptr_t>(ptr) & 15) == 0) {
-    ObAllocator* owner = ObAllocator::owner_of(ptr);
-    for (int i = 0; i < ways_; ++i) {
-      if (owner == &way(i)) return owner->free(ptr);
-    }
+  ObAllocator* owner = ptr != nullptr ? ObAllocator::owner_of(ptr) : nullptr;
+  for (int i = 0; i < ways_ && owner != nullptr; ++i) {
+    if (owner == &way(i)) return owner->free(ptr);
   }
   return first_.free(ptr);  // not ours: the first way reports it
 }

@@ -57,12 +57,20 @@ class PageManagerTest : public ::testing::Test {
     start_hold_ = ctx_hold();
   }
   void TearDown() override { set_leak_handler(previous_); }
+  // Runs `body` on a thread of its own (a fresh page manager, handed back at its exit),
+  // then checks that the ctx holds what it held before.
+  template <typename F>
+  void on_own_thread(F body) {
+    std::thread t(body);
+    t.join();
+    EXPECT_EQ(ctx_hold(), start_hold_);
+  }
   LeakHandler previous_ = nullptr;
   int64_t start_hold_ = 0;
 };
 
 TEST_F(PageManagerTest, PagesGrowFromThePageSizeTo64KiB) {
-  std::thread t([] {
+  on_own_thread([] {
     for (int round = 0; round < 2; ++round) {  // the second context starts small again
       auto ctx = MemoryContext::create_detached(pm_param());
       ASSERT_TRUE(ctx.ok());
@@ -79,12 +87,10 @@ TEST_F(PageManagerTest, PagesGrowFromThePageSizeTo64KiB) {
       ASSERT_TRUE(ctx->destroy().ok());
     }
   });
-  t.join();
-  EXPECT_EQ(ctx_hold(), start_hold_);
 }
 
 TEST_F(PageManagerTest, PagesOfADestroyedContextServeTheNext) {
-  std::thread t([] {
+  on_own_thread([] {
     auto first = MemoryContext::create_detached(pm_param());
     ASSERT_TRUE(first.ok());
     const std::vector<void*> objects = fill_pages(*first, 3);  // 8 + 16 + 32 (+ 64) KiB
@@ -106,12 +112,10 @@ TEST_F(PageManagerTest, PagesOfADestroyedContextServeTheNext) {
     EXPECT_EQ(pm->used(), ABLOCK_SIZE);
     ASSERT_TRUE(second->destroy().ok());
   });
-  t.join();
-  EXPECT_EQ(ctx_hold(), start_hold_);
 }
 
 TEST_F(PageManagerTest, TheCacheIsBoundedAndTheRestGoesBackToTheBlockSet) {
-  std::thread t([] {
+  on_own_thread([] {
     auto ctx = MemoryContext::create_detached(pm_param());
     ASSERT_TRUE(ctx.ok());
     fill_pages(*ctx, 12);  // 1 + 2 + 4 + 8 x 9 blocks: more than the cache takes
@@ -122,12 +126,10 @@ TEST_F(PageManagerTest, TheCacheIsBoundedAndTheRestGoesBackToTheBlockSet) {
     EXPECT_LE(pm->cached_pages(), ObPageManager::PAGE_CACHE);
     EXPECT_EQ(pm->used(), 0);
   });
-  t.join();
-  EXPECT_EQ(ctx_hold(), start_hold_);
 }
 
 TEST_F(PageManagerTest, BigPagesAreNotCached) {
-  std::thread t([] {
+  on_own_thread([] {
     auto ctx = MemoryContext::create_detached(pm_param());
     ASSERT_TRUE(ctx.ok());
     void* big = ctx->allocf(100000);  // a multi-block page of its own
@@ -137,8 +139,6 @@ TEST_F(PageManagerTest, BigPagesAreNotCached) {
     EXPECT_EQ(pm->cached_pages(), 0);
     ASSERT_TRUE(ctx->destroy().ok());
   });
-  t.join();
-  EXPECT_EQ(ctx_hold(), start_hold_);
 }
 
 }  // namespace
