@@ -16,7 +16,8 @@
 namespace achunk {
 namespace malloc_front {
 
-struct Entry {
+// A cache line each, so finding one is a shift.
+struct alignas(64) Entry {
   const char* label;
   uint64_t label_bytes[2];  // the 16 bytes at `label` when the entry was filled
   uint64_t tenant_id;
@@ -31,8 +32,10 @@ inline constexpr int ENTRIES = 64;
 extern ACHUNK_TLS Entry entries[ENTRIES];
 
 inline Entry& entry_for(uint64_t tenant_id, int ctx_id, const char* label) {
+  // Labels are distinct literals, so their addresses spread well; tenant and ctx only
+  // separate the same label used in several ctx.
   const uintptr_t h =
-      (reinterpret_cast<uintptr_t>(label) >> 4) ^ tenant_id ^ (static_cast<uintptr_t>(ctx_id) * 13);
+      (reinterpret_cast<uintptr_t>(label) >> 4) ^ tenant_id ^ static_cast<uintptr_t>(ctx_id);
   return entries[h & (ENTRIES - 1)];
 }
 

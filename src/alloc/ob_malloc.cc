@@ -4,8 +4,18 @@
 
 namespace achunk {
 
-void* ob_malloc(int64_t size, const ObMemAttr& attr) {
+namespace {
+// Out of line, so the common path makes tail calls only and saves no registers.
+__attribute__((noinline)) void* ob_malloc_first(int64_t size, const ObMemAttr& attr) {
   return global_malloc_allocator().alloc(size, attr);
+}
+}  // namespace
+
+void* ob_malloc(int64_t size, const ObMemAttr& attr) {
+  if (ObMallocAllocator* a = global_detail::malloc_allocator.load(std::memory_order_acquire)) {
+    return a->alloc(size, attr);
+  }
+  return ob_malloc_first(size, attr);
 }
 
 void ob_free(void* ptr) {

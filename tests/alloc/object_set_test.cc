@@ -107,6 +107,36 @@ TEST_F(ObjectSetTest, ReuseIsLifoWithinASlab) {
   ObjectSet::free(a);
 }
 
+TEST_F(ObjectSetTest, TheFastFreeFindsSlotsInEveryBlockOfASlab) {
+  ObjectSet set(source_);
+  // 16 KiB slabs of two blocks: a thousand 64 B objects cross block and slab edges.
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 1000; ++i) ptrs.push_back(set.alloc(64, 0));
+  const int64_t hold = set.hold();
+  for (void* p : ptrs) ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  for (void*& p : ptrs) p = set.alloc(64, 0);
+  EXPECT_EQ(set.hold(), hold);  // every slot came back
+  for (void* p : ptrs) ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, TheFastFreeRefusesWhatIsNotAnObjectOfItsThread) {
+  ObjectSet set(source_);
+  void* p = set.alloc(64, 0);
+  AChunk* chunk = AChunk::ptr2chunk(p);
+  // A "header" in the chunk's block-header area, and one in no span at all.
+  EXPECT_FALSE(ObjectSet::try_free_fast(chunk->data()));
+  EXPECT_FALSE(ObjectSet::try_free_fast(static_cast<char*>(chunk->data()) + ACHUNK_SIZE - 4096));
+  EXPECT_FALSE(ObjectSet::try_free_fast(static_cast<char*>(p) + 16));  // inside the object
+  std::thread other([&] { EXPECT_FALSE(ObjectSet::try_free_fast(p)); });
+  other.join();
+  ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  EXPECT_FALSE(ObjectSet::try_free_fast(p));  // already free
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
   ObjectSet set(source_);
   const uint16_t x = label_id("t_scan_x");
