@@ -89,7 +89,8 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
     }
     const int64_t slot = class_slot_size(slab->sc_);
     char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
-    for (int i = 0; i < slab->capacity_; ++i, user += slot) {
+    const int carved = slab->carved_.load(std::memory_order_acquire);
+    for (int i = 0; i < carved; ++i, user += slot) {
       const uint64_t h = load_header(user);
       if (header_state(h) == ObjectState::IN_USE) account(h, slot, false);
     }

@@ -186,23 +186,37 @@ ABlock* ObjectSet::new_slab(int sc) {
   ABlock* block = block_set_.alloc_block(bytes);
   if (block == nullptr) return nullptr;
   Slab* slab = new (block->owner_area_) Slab();
-  const int64_t slot = class_slot_size(sc);
+  slab->sc_ = static_cast<uint16_t>(sc);
+  slab->capacity_ = static_cast<uint16_t>((bytes - AOBJECT_HEADER_SIZE) / class_slot_size(sc));
+  carve(block);
+  slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
+  return block;
+}
+
+bool ObjectSet::carve(ABlock* block) {
+  Slab* slab = slab_of(block);
+  const int from = slab->carved_.load(std::memory_order_relaxed);
+  if (from >= slab->capacity_) return false;
+  const int64_t slot = class_slot_size(slab->sc_);
   // Slots start 8 bytes into the span so user pointers (after the 8-byte header) are
-  // 16-byte aligned; every slot starts out FREE so a usage scan never reads garbage.
+  // 16-byte aligned. Up to the end of the page the first new slot starts in (at least
+  // one slot), so each carve touches about one more page.
   char* base = static_cast<char*>(block_data(block)) + AOBJECT_HEADER_SIZE;
-  const int count = static_cast<int>((bytes - AOBJECT_HEADER_SIZE) / slot);
-  void* head = nullptr;
-  for (int i = count - 1; i >= 0; --i) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(base) + from * slot;
+  const uintptr_t page_end = (first | (CARVE_BYTES - 1)) + 1;
+  int to = from + 1 + static_cast<int>((page_end - first - 1) / slot);
+  if (to > slab->capacity_) to = slab->capacity_;
+  void* head = slab->local_free_;
+  for (int i = to - 1; i >= from; --i) {
     char* user = base + i * slot + AOBJECT_HEADER_SIZE;
     store_header(user, make_header(ObjectState::FREE, 0, 0));
     *reinterpret_cast<void**>(user) = head;
     head = user;
   }
   slab->local_free_ = head;
-  slab->sc_ = static_cast<uint16_t>(sc);
-  slab->capacity_ = static_cast<uint16_t>(count);
-  slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
-  return block;
+  // After the headers: a usage scan reads only carved slots, and never garbage.
+  slab->carved_.store(static_cast<uint16_t>(to), std::memory_order_release);
+  return true;
 }
 
 ABlock* ObjectSet::adopt_slab(int sc) {

@@ -42,6 +42,9 @@ inline const void* this_thread_marker() {
   return &object_set_tls::thread_marker;
 }
 
+// A slab is carved (its slots' headers written and listed) this many bytes at a time.
+inline constexpr int64_t CARVE_BYTES = 4096;
+
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
   static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
@@ -56,6 +59,11 @@ struct Slab {
   int32_t used_ = 0;                         // owner only: objects out, net of frees seen
   uint16_t sc_ = 0;
   uint16_t capacity_ = 0;
+  // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page
+  // at a time as its owner needs slots, so the pages of a partly used slab that no
+  // object ever reached stay untouched (and, in fresh memory, out of the RSS). Stored by
+  // the owner after the headers, read by usage scans.
+  std::atomic<uint16_t> carved_{0};
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 
@@ -98,6 +106,9 @@ class ObjectSet {
   // (other threads' slabs, big objects, any failed check): the caller's full path then
   // frees it or reports what is wrong. `ptr` must not be null.
   static inline bool try_free_fast(void* ptr);
+  // Carves the slab's next page of slots onto its free list (owner only); false when the
+  // whole slab is carved already.
+  static bool carve(ABlock* block);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
   // Changes the requested size of an object in place when its slot or span allows;

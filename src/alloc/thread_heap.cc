@@ -67,10 +67,17 @@ void* ThreadHeap::alloc_slow(int sc) {
     }
     block = next;
   }
+  // Freed slots before new pages: carving touches memory no object used yet.
+  if (found == nullptr && current_[sc] != nullptr && ObjectSet::carve(current_[sc])) {
+    found = current_[sc];
+  }
+  for (ABlock* block = slabs_[sc]; found == nullptr && block != nullptr; block = block->next_) {
+    if (ObjectSet::carve(block)) found = block;
+  }
   if (found == nullptr) {
     found = set_->adopt_slab(sc);
     if (found != nullptr) collect(slab_of(found));
-    if (found == nullptr || slab_of(found)->local_free_ == nullptr) {
+    if (found == nullptr || (slab_of(found)->local_free_ == nullptr && !ObjectSet::carve(found))) {
       if (found != nullptr) link(sc, found);  // adopted but full: keep it, look further
       found = set_->new_slab(sc);
       if (found == nullptr) return nullptr;

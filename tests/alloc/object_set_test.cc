@@ -137,6 +137,44 @@ TEST_F(ObjectSetTest, TheFastFreeRefusesWhatIsNotAnObjectOfItsThread) {
   EXPECT_EQ(set.hold(), 0);
 }
 
+// Carving a slot writes its header: slots carved before they are needed would fault in
+// pages no object uses (all 4 pages of a 16 KiB slab for one live object).
+TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
+  ObjectSet set(source_);
+  void* first = set.alloc(64, 0);
+  ABlock* block = BlockSet::ptr2block(header_of(first));
+  const Slab* slab = slab_of(block);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(block_data(block));
+  const int carved = slab->carved_.load();
+  ASSERT_GT(carved, 1);
+  ASSERT_LT(carved, slab->capacity_);
+  // Every carved slot starts in the first page, and the next one would not.
+  EXPECT_LT(base + 8 + (carved - 1) * 80, base + 4096);
+  EXPECT_GE(base + 8 + carved * 80, base + 4096);
+  std::vector<void*> ptrs{first};
+  while (ptrs.size() < static_cast<size_t>(carved)) ptrs.push_back(set.alloc(64, 0));
+  EXPECT_EQ(slab->carved_.load(), carved);  // nothing more until the carved slots ran out
+  ptrs.push_back(set.alloc(64, 0));
+  EXPECT_GT(slab->carved_.load(), carved);
+  EXPECT_LT(reinterpret_cast<uintptr_t>(ptrs.back()), base + 2 * 4096);
+  // A freed slot is reused before another page is carved.
+  const int now = slab->carved_.load();
+  while (slab->carved_.load() == now && ptrs.size() < 1000) ptrs.push_back(set.alloc(64, 0));
+  ObjectSet::free(ptrs[3]);
+  EXPECT_EQ(set.alloc(64, 0), ptrs[3]);
+  LabelUsage usage[2];
+  LabelUsage total;
+  set.scan_usage(usage, 2, &total);
+  EXPECT_EQ(total.count, static_cast<int64_t>(ptrs.size()));
+  for (void* p : ptrs) ObjectSet::free(p);
+  // Big slots: one per carve.
+  void* big = set.alloc(20000, 0);
+  EXPECT_EQ(slab_of(BlockSet::ptr2block(header_of(big)))->carved_.load(), 1);
+  ObjectSet::free(big);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
   ObjectSet set(source_);
   const uint16_t x = label_id("t_scan_x");
