@@ -184,6 +184,12 @@ void ObMallocAllocator::flush_thread_caches() {
       [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });
 }
 
+void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size,
+                                      const ObMemAttr& attr) {
+  if (void* p = heap.alloc_object(size, label)) return p;
+  return alloc_slow(size, attr);
+}
+
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
   if (size < 0 || size > AOBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
   TaCache& cache = tl_ta_cache;

@@ -36,7 +36,8 @@ class ObMallocAllocator {
       uint64_t bytes[2];
       read_label_bytes_unchecked(attr.label_, bytes);
       if (bytes[0] == e.label_bytes[0] && bytes[1] == e.label_bytes[1]) {
-        if (void* p = e.heap->alloc_object(size, e.label_id)) return p;
+        if (void* p = e.heap->alloc_object_fast(size, e.label_id)) return p;
+        return alloc_refill(*e.heap, e.label_id, size, attr);
       }
     }
     return alloc_slow(size, attr);
@@ -78,6 +79,9 @@ class ObMallocAllocator {
  private:
   // Every other allocation; fills the front entry for the next one.
   void* alloc_slow(int64_t size, const ObMemAttr& attr);
+  // A front hit whose current slab ran dry: refills from the heap, and takes the slow
+  // path (limits, retries, the failure reason) only if that fails.
+  void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr);
   void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
   // Every other free: other threads' objects, big and aligned ones, and the reports.
   static void free_checked(void* ptr);

@@ -15,25 +15,36 @@ class ThreadHeap {
  public:
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
-  // A free slot of class sc (the caller writes header and tail), or nullptr.
-  __attribute__((always_inline)) void* alloc(int sc) {
+  // A free slot of class sc from the current slab, without a call; nullptr when it has
+  // none. The caller writes header and tail.
+  __attribute__((always_inline)) void* pop(int sc) {
     ABlock* block = current_[sc];
-    if (block != nullptr) {
-      Slab* slab = slab_of(block);
-      if (void* p = slab->local_free_) {
-        slab->local_free_ = *static_cast<void**>(p);
-        ++slab->used_;
-        return p;
-      }
+    if (block == nullptr) return nullptr;
+    Slab* slab = slab_of(block);
+    void* p = slab->local_free_;
+    if (p != nullptr) {
+      slab->local_free_ = *static_cast<void**>(p);
+      ++slab->used_;
     }
+    return p;
+  }
+  // A free slot of class sc, refilling the current slab when needed, or nullptr.
+  void* alloc(int sc) {
+    if (void* p = pop(sc)) return p;
     return alloc_slow(sc);
   }
-  // An object of `size` (<= SMALL_OBJECT_MAX) bytes with header and canary, or nullptr.
-  __attribute__((always_inline)) void* alloc_object(int64_t size, uint16_t label) {
+  // An object of `size` (<= SMALL_OBJECT_MAX) bytes with header and canary from the
+  // current slab, or nullptr when it needs a refill. No call at all, so a caller whose
+  // other paths are tail calls saves no registers.
+  __attribute__((always_inline)) void* alloc_object_fast(int64_t size, uint16_t label) {
+    void* p = pop(size_class_of(size));
+    if (p != nullptr) init_object(p, size, label);
+    return p;
+  }
+  // The same, refilling when needed.
+  void* alloc_object(int64_t size, uint16_t label) {
     void* p = alloc(size_class_of(size));
-    if (p == nullptr) return nullptr;
-    store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
-    write_tail(p, static_cast<uint32_t>(size));
+    if (p != nullptr) init_object(p, size, label);
     return p;
   }
   // A free of an object on one of the calling thread's slabs.
@@ -49,6 +60,10 @@ class ThreadHeap {
   friend class ObjectSet;
   void* alloc_slow(int sc);
   static void slab_emptied(ABlock* block, Slab* slab);
+  static void init_object(void* p, int64_t size, uint16_t label) {
+    store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+    write_tail(p, static_cast<uint32_t>(size));
+  }
   void on_slab_empty(ABlock* block, Slab* slab);
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
