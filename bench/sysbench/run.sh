@@ -10,8 +10,11 @@
 # rotated each round (this VM drifts by tens of percent over minutes, so a fixed order
 # favours whoever runs first): results.md then has one row per setting and round, and a
 # summary of the medians over the rounds with QPS as a ratio to glibc's in the same round.
-# The server has its own temporary datadir and a unix socket, no TCP, and is stopped and
-# removed at the end even on failure.
+# Every server starts with a cold buffer pool (no page-list dump at shutdown, no load at
+# start), so no setting inherits the pages its predecessor read; the idle RSS is also
+# given without the mappings of 200 MiB or more (the buffer pool), which leaves roughly
+# what malloc keeps resident. The server has its own temporary datadir and a unix
+# socket, no TCP, and is stopped and removed at the end even on failure.
 # Usage: bench/sysbench/run.sh
 #   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 ROUNDS=1 SETTINGS="..." OUT=build/sysbench)
 set -euo pipefail
@@ -56,7 +59,8 @@ start_server() {  # $1 = preload library or "", $2 = ACHUNK_CONF
   env ${preload:+LD_PRELOAD=$preload} ACHUNK_CONF="$conf" \
     /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$SOCK" --skip-networking \
     --pid-file="$WORK/mysqld.pid" --user="$(id -un)" --innodb-buffer-pool-size=256M \
-    --max-connections=64 --log-error="$WORK/error.log" 2>"$WORK/stderr.log" &
+    --max-connections=64 --innodb-buffer-pool-load-at-startup=OFF \
+    --innodb-buffer-pool-dump-at-shutdown=OFF --log-error="$WORK/error.log" 2>"$WORK/stderr.log" &
   PID=$!
   for _ in $(seq 1 120); do
     mariadb-admin --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1 && return 0
@@ -68,6 +72,20 @@ start_server() {  # $1 = preload library or "", $2 = ACHUNK_CONF
 }
 
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status" 2>/dev/null || echo 0; }
+# RSS outside mappings of 200 MiB or more: the 256 MiB buffer pool is one, so this is
+# roughly what malloc (and the rest of the server) keeps resident.
+rss_small_maps_kb() {
+  python3 -c '
+import re, sys
+total, big = 0, False
+for line in open(sys.argv[1]):
+    m = re.match(r"([0-9a-f]+)-([0-9a-f]+) ", line)
+    if m:
+        big = int(m.group(2), 16) - int(m.group(1), 16) >= 200 << 20
+    elif line.startswith("Rss:") and not big:
+        total += int(line.split()[1])
+print(total)' "/proc/$PID/smaps" 2>/dev/null || echo 0
+}
 
 SB_COMMON=(--db-driver=mysql --mysql-socket="$SOCK" --mysql-user=root --mysql-db=sbtest
   --tables="$TABLES" --table-size="$TABLE_SIZE")
@@ -80,7 +98,7 @@ stop_server
 
 # SETTINGS="glibc achunk_default" runs a subset.
 read -r -a SETTINGS <<<"${SETTINGS:-glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread}"
-: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired
+: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired idle_small_maps_mib
 : >"$OUT/rss.dat"
 for round in $(seq 1 "$ROUNDS"); do
   # Rotate: round r starts with setting r-1 (mod the count).
@@ -111,6 +129,7 @@ for round in $(seq 1 "$ROUNDS"); do
       r=$(rss_kb); ((round == 1)) && echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
     done
     idle_end=$(rss_kb)
+    idle_small=$(rss_small_maps_kb)
     sysbench oltp_point_select "${SB_COMMON[@]}" --threads="$THREADS" --time="$POINT_S" run \
       >"$WORK/ps.log"
     stop_server
@@ -125,7 +144,8 @@ for round in $(seq 1 "$ROUNDS"); do
       >"$OUT/dump_${setting}_round$round.txt"
     : >"$WORK/error.log"
     echo "$round $setting $qps $p95 $errs $(awk -v k="$peak" 'BEGIN{printf "%.1f", k/1024}')" \
-      "$(awk -v k="$idle_end" 'BEGIN{printf "%.1f", k/1024}') $ps_qps ${expired:--}" >>"$OUT/rows.dat"
+      "$(awk -v k="$idle_end" 'BEGIN{printf "%.1f", k/1024}') $ps_qps ${expired:--}" \
+      "$(awk -v k="$idle_small" 'BEGIN{printf "%.1f", k/1024}')" >>"$OUT/rows.dat"
   done
 done
 
@@ -137,24 +157,24 @@ awk -v settings="${SETTINGS[*]}" '
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   { row[NR] = $0; r = $1; s = $2; qps[r, s] = $3
-    for (f = 3; f <= 9; f++) vals[s, f] = vals[s, f] " " $f }
+    for (f = 3; f <= 10; f++) vals[s, f] = vals[s, f] " " $f }
   END {
-    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |"
-    print "|---|---|---|---|---|---|---|---|---|"
-    for (i = 1; i <= NR; i++) { $0 = row[i]; printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }
+    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS outside maps >= 200 MiB |"
+    print "|---|---|---|---|---|---|---|---|---|---|"
+    for (i = 1; i <= NR; i++) { $0 = row[i]; printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }
     print ""
     print "Medians over the rounds:"
     print ""
-    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps |"
-    print "|---|---|---|---|---|---|---|---|---|"
+    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS outside maps >= 200 MiB |"
+    print "|---|---|---|---|---|---|---|---|---|---|"
     n = split(settings, names, " ")
     for (k = 1; k <= n; k++) {
       s = names[k]; ratios = ""
       for (key in qps) { split(key, p, SUBSEP); if (p[2] == s && qps[p[1], "glibc"] > 0) ratios = ratios " " qps[key] / qps[p[1], "glibc"] }
       expired = vals[s, 9] ~ /-/ ? "-" : median(vals[s, 9])  # not achunk: no dump
-      printf "| %s | %.1f | %.3f | %.2f | %s | %.1f | %.1f | %.1f | %s |\n", s, median(vals[s, 3]),
+      printf "| %s | %.1f | %.3f | %.2f | %s | %.1f | %.1f | %.1f | %s | %.1f |\n", s, median(vals[s, 3]),
         median(ratios), median(vals[s, 4]), median(vals[s, 5]), median(vals[s, 6]), median(vals[s, 7]),
-        median(vals[s, 8]), expired
+        median(vals[s, 8]), expired, median(vals[s, 10])
     }
   }' "$OUT/rows.dat" >"$OUT/results.md"
 
