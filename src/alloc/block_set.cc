@@ -59,9 +59,29 @@ int64_t BlockSet::wash_free_spans() {
   for (int n = 1; n <= MAX_SPAN; ++n) {
     for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
       const int64_t bytes = n * ABLOCK_SIZE;
-      if (source_.release_pages(block_data(block), bytes) == 0) washed += bytes;
+      if (source_.release_pages(block_data(block), bytes) == 0) {
+        washed += bytes;
+        free_span(block)->washed = true;
+      }
     }
   }
+  return washed;
+}
+
+int64_t BlockSet::wash_stale_spans() {
+  int64_t washed = 0;
+  for (int n = 1; n <= MAX_SPAN; ++n) {
+    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+      FreeSpan* state = free_span(block);
+      if (state->washed || state->freed_pass == wash_pass_) continue;  // freed since last call
+      const int64_t bytes = n * ABLOCK_SIZE;
+      if (source_.release_pages(block_data(block), bytes) == 0) {
+        washed += bytes;
+        state->washed = true;
+      }
+    }
+  }
+  ++wash_pass_;
   return washed;
 }
 
@@ -139,6 +159,7 @@ bool BlockSet::add_chunk() {
   if (chunk == nullptr) return false;
   ABlock* block = take_chunk(chunk);
   block->nblocks_ = MAX_SPAN;
+  *free_span(block) = FreeSpan{wash_pass_, false};
   insert_free(block);
   return true;
 }
@@ -172,7 +193,9 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
   if (k > n) {
     // Split: the tail becomes a free span of its own.
     const int rest_idx = block_index(block) + n;
+    const FreeSpan state = *free_span(block);  // the tail's pages are as clean as they were
     ABlock* rest = new (chunk_block(chunk, rest_idx)) ABlock();
+    *free_span(rest) = state;
     rest->nblocks_ = k - n;
     set_bit(meta->span_bits_, rest_idx);
     insert_free(rest);
@@ -226,6 +249,8 @@ void BlockSet::free_block(ABlock* block) {
     }
   }
   block->nblocks_ = n;
+  // Some of its pages are dirty now: the whole span waits a full period again.
+  *free_span(block) = FreeSpan{wash_pass_, false};
   insert_free(block);
 }
 

@@ -34,8 +34,12 @@ class BlockSet {
   // Gives the physical pages of every free span back to the OS (madvise); the spans stay
   // free and usable, they fault in again when reused. Returns the bytes washed.
   int64_t wash_free_spans();
-  // Span allocations and frees so far: a caller that sees it unchanged over a period
-  // knows the set was idle.
+  // Called periodically (the drop-in malloc's release thread): washes every free span
+  // that stayed free since the previous call and has not been washed since, so memory
+  // a busy set freed long ago goes back while spans freed a moment ago, likely to be
+  // reused soon, keep their pages. Returns the bytes washed.
+  int64_t wash_stale_spans();
+  // Span allocations and frees so far.
   uint64_t span_ops() const { return span_ops_; }
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
@@ -64,6 +68,14 @@ class BlockSet {
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
+  // Free-span state, kept in the head's owner area while the span is free.
+  struct FreeSpan {
+    uint64_t freed_pass;  // wash_pass_ when the span (as it is now) became free
+    bool washed;          // its pages were given back since
+  };
+  static FreeSpan* free_span(ABlock* block) {
+    return reinterpret_cast<FreeSpan*>(block->owner_area_);
+  }
 
   ChunkSource& source_;
   void* context_;
@@ -74,6 +86,7 @@ class BlockSet {
   int64_t hold_ = 0;
   int64_t used_ = 0;
   uint64_t span_ops_ = 0;
+  uint64_t wash_pass_ = 0;  // wash_stale_spans calls so far
   int64_t chunk_cnt_ = 0;
 };
 

@@ -172,10 +172,11 @@ void ObMallocAllocator::fork_unlock() {
   lock_.unlock();
 }
 
-int64_t ObMallocAllocator::wash_idle_spans() {
+int64_t ObMallocAllocator::wash_stale_spans() {
   int64_t washed = 0;
-  for_each_ctx(
-      [&](ObTenantMemory&, ObTenantCtxAllocator& ta) { washed += ta.object_set().wash_if_idle(); });
+  for_each_ctx([&](ObTenantMemory&, ObTenantCtxAllocator& ta) {
+    washed += ta.object_set().wash_stale_spans();
+  });
   return washed;
 }
 

@@ -120,17 +120,9 @@ int64_t ObjectSet::wash_free_spans() {
   return block_set_.wash_free_spans();
 }
 
-int64_t ObjectSet::wash_if_idle() {
+int64_t ObjectSet::wash_stale_spans() {
   std::lock_guard<SpinLock> guard(lock_);
-  const uint64_t ops = block_set_.span_ops();
-  if (ops != ops_at_last_look_) {
-    ops_at_last_look_ = ops;
-    washed_since_busy_ = false;
-    return 0;
-  }
-  if (washed_since_busy_) return 0;
-  washed_since_busy_ = true;
-  return block_set_.wash_free_spans();
+  return block_set_.wash_stale_spans();
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {

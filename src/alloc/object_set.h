@@ -150,11 +150,9 @@ class ObjectSet {
   void free_span(ABlock* block);
   // Washes the free spans of the BlockSet (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
-  // Called periodically (the drop-in malloc's release thread): washes the free spans
-  // once the set has had no span allocation or free since the previous call, and not
-  // again until it has been busy and idle again. Returns the bytes washed. A busy set
-  // is never washed, so its free spans do not fault in again and again.
-  int64_t wash_if_idle();
+  // Called periodically (the drop-in malloc's release thread): BlockSet::wash_stale_spans,
+  // the free spans that stayed free for a whole period. Returns the bytes washed.
+  int64_t wash_stale_spans();
   void abandon(ThreadHeap* heap);
 
  private:
@@ -173,8 +171,6 @@ class ObjectSet {
   SpinLock lock_;  // guards block_set_ and abandoned_
   ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
   int index_ = -1;
-  uint64_t ops_at_last_look_ = ~uint64_t{0};  // wash_if_idle's view, under lock_
-  bool washed_since_busy_ = false;
 };
 
 }  // namespace achunk

@@ -95,7 +95,7 @@ void* release_loop(void*) {
       global_chunk_mgr().release_expired();
       // Free spans inside chunks that still hold live objects are resident too; give
       // their pages back once a ctx has gone a whole interval without a span change.
-      global_malloc_allocator().wash_idle_spans();
+      global_malloc_allocator().wash_stale_spans();
     }
   }
   return nullptr;

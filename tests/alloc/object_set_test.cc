@@ -272,23 +272,28 @@ TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
 namespace achunk::testing {
 namespace {
 
-TEST_F(ObjectSetTest, AnIdleSetIsWashedOnceAndABusyOneNever) {
+TEST_F(ObjectSetTest, SpansFreeForAWholePeriodAreWashedOnceEvenInABusySet) {
   ObjectSet set(source_);
   void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
-  void* gone = set.alloc(100000, 0);
-  ObjectSet::free(gone);
-  EXPECT_EQ(set.wash_if_idle(), 0);  // first look: only records the span count
-  const int64_t washed = set.wash_if_idle();
-  EXPECT_GT(washed, 0);  // nothing changed over a whole period: the free spans go
-  EXPECT_EQ(os_.released_bytes(), washed);
-  EXPECT_EQ(set.wash_if_idle(), 0);   // already washed, still idle: not again
-  void* busy = set.alloc(100000, 0);  // a span changes: busy again
-  EXPECT_EQ(set.wash_if_idle(), 0);
-  ObjectSet::free(busy);  // and again
-  EXPECT_EQ(set.wash_if_idle(), 0);
-  EXPECT_GT(set.wash_if_idle(), 0);  // idle for a whole period once more
-  std::memset(keep, 1, 100000);      // the live object was not touched by the washes
-  ObjectSet::free(keep);
+  void* old_one = set.alloc(100000, 0);
+  void* spacer = set.alloc(100000, 0);  // keeps the next span from merging with old_one's
+  void* busy = set.alloc(100000, 0);
+  ObjectSet::free(old_one);
+  EXPECT_EQ(set.wash_stale_spans(), 0);  // everything free was freed during this period
+  const int64_t first = set.wash_stale_spans();
+  // Free for a whole period now: old_one's span and the chunk's untouched tail.
+  EXPECT_GE(first, 100000);
+  EXPECT_EQ(os_.released_bytes(), first);
+  EXPECT_EQ(set.wash_stale_spans(), 0);  // washed already: not again
+  // The set stays busy; the span freed a moment ago keeps its pages for a period.
+  ObjectSet::free(busy);  // merges with the washed tail: the whole span waits again
+  void* again = set.alloc(100000, 0);
+  EXPECT_EQ(set.wash_stale_spans(), 0);
+  const int64_t second = set.wash_stale_spans();
+  EXPECT_GT(second, 0);  // the merged tail, free for a whole period now
+  EXPECT_EQ(os_.released_bytes(), first + second);
+  for (void* p : {keep, spacer, again}) std::memset(p, 1, 100000);  // live ones untouched
+  for (void* p : {keep, spacer, again}) ObjectSet::free(p);
 }
 
 }  // namespace
