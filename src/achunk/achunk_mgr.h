@@ -75,6 +75,10 @@ class AChunkMgr {
   }
   int64_t get_expired_unmaps() const { return expired_unmaps_.load(std::memory_order_relaxed); }
   int64_t get_chunk_cache_ttl_ms() const;
+  // The chunk TTL in microseconds (negative: eviction off) and the injected clock's time,
+  // for layers above that age their own free memory the same way.
+  int64_t chunk_cache_ttl_us() const { return ttl_us_.load(std::memory_order_relaxed); }
+  int64_t now_us() const { return clock_.now_us(); }
   // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes).
   int64_t cached_count(int idx) const { return slots_[idx].free_list_.count(); }
 

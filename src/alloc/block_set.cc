@@ -68,6 +68,16 @@ int64_t BlockSet::wash_free_spans() {
   return washed;
 }
 
+int64_t BlockSet::wash_stale_spans_if_due() {
+  const int64_t ttl = source_.span_ttl_us();
+  if (ttl < 0) return 0;
+  const int64_t now = source_.now_us();
+  if (last_pass_us_ < 0) last_pass_us_ = now;  // the first free starts the first period
+  if (now - last_pass_us_ < ttl) return 0;
+  last_pass_us_ = now;
+  return wash_stale_spans();
+}
+
 int64_t BlockSet::wash_stale_spans() {
   int64_t washed = 0;
   for (int n = 1; n <= MAX_SPAN; ++n) {
@@ -215,6 +225,7 @@ void BlockSet::free_block(ABlock* block) {
   if (block->dedicated()) {
     used_ -= chunk->hold();
     release_chunk(chunk);
+    wash_stale_spans_if_due();
     return;
   }
   used_ -= block->nblocks_ * ABLOCK_SIZE;
@@ -222,6 +233,7 @@ void BlockSet::free_block(ABlock* block) {
     // The last span: the whole chunk goes back at once. The span is still marked in use,
     // which tells release_chunk it is on no free list.
     release_chunk(chunk);
+    wash_stale_spans_if_due();
     return;
   }
   block->magic_ = ABlock::MAGIC_CODE;
@@ -252,6 +264,7 @@ void BlockSet::free_block(ABlock* block) {
   // Some of its pages are dirty now: the whole span waits a full period again.
   *free_span(block) = FreeSpan{wash_pass_, false};
   insert_free(block);
+  wash_stale_spans_if_due();
 }
 
 }  // namespace achunk

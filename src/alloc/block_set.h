@@ -39,6 +39,10 @@ class BlockSet {
   // a busy set freed long ago goes back while spans freed a moment ago, likely to be
   // reused soon, keep their pages. Returns the bytes washed.
   int64_t wash_stale_spans();
+  // On a span free: a wash_stale_spans pass once the source's chunk TTL has passed since
+  // the previous one, so a span free for one to two TTLs gives its pages back without a
+  // timer thread. Returns the bytes washed.
+  int64_t wash_stale_spans_if_due();
   // Span allocations and frees so far.
   uint64_t span_ops() const { return span_ops_; }
 
@@ -86,7 +90,8 @@ class BlockSet {
   int64_t hold_ = 0;
   int64_t used_ = 0;
   uint64_t span_ops_ = 0;
-  uint64_t wash_pass_ = 0;  // wash_stale_spans calls so far
+  uint64_t wash_pass_ = 0;     // wash_stale_spans calls so far
+  int64_t last_pass_us_ = -1;  // when wash_stale_spans_if_due last ran a pass
   int64_t chunk_cnt_ = 0;
 };
 

@@ -23,6 +23,8 @@ class ObTenantCtxAllocator final : public ChunkSource {
   int release_pages(void* addr, int64_t size) override {
     return chunk_mgr_.release_pages(addr, size);
   }
+  int64_t now_us() override { return chunk_mgr_.now_us(); }
+  int64_t span_ttl_us() override { return chunk_mgr_.chunk_cache_ttl_us(); }
 
   ObjectSet& object_set() { return object_set_; }
   int ctx_id() const { return ctx_id_; }

@@ -46,6 +46,8 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   AChunk* alloc_chunk(int64_t size) override;
   void free_chunk(AChunk* chunk) override;
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
+  int64_t now_us() override { return ta_.now_us(); }
+  int64_t span_ttl_us() override { return ta_.span_ttl_us(); }
 
   // Gives the cached pages back to the block set.
   void drop_page_cache();

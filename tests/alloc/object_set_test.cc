@@ -272,6 +272,40 @@ TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
 namespace achunk::testing {
 namespace {
 
+// Without a release thread: span frees run a wash pass once a chunk TTL has passed since
+// the previous one, so a span free for one to two TTLs gives its pages back.
+TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
+  mgr_.set_chunk_cache_ttl_ms(30'000);
+  ObjectSet set(source_);
+  void* a = set.alloc(100000, 0);
+  void* spacer1 = set.alloc(100000, 0);
+  void* b = set.alloc(100000, 0);
+  void* spacer2 = set.alloc(100000, 0);
+  void* c = set.alloc(100000, 0);
+  void* spacer3 = set.alloc(100000, 0);
+  ObjectSet::free(a);  // starts the first period
+  clock_.advance_ms(29'000);
+  ObjectSet::free(b);  // within the TTL: no pass
+  EXPECT_EQ(os_.released_bytes(), 0);
+  clock_.advance_ms(2'000);
+  ObjectSet::free(c);  // a pass, but everything free was freed in this period
+  EXPECT_EQ(os_.released_bytes(), 0);
+  clock_.advance_ms(31'000);
+  // Next pass: a and b were free through the whole period; c merged with spacer3 and the
+  // chunk's tail just now, so that span waits.
+  ObjectSet::free(spacer3);
+  const int64_t washed = os_.released_bytes();
+  EXPECT_GE(washed, 2 * 100000);
+  EXPECT_LT(washed, 3 * 100000);
+  clock_.advance_ms(31'000);
+  ObjectSet::free(spacer2);  // merges b and c's spans: that span waits a period again
+  EXPECT_EQ(os_.released_bytes(), washed);
+  mgr_.set_chunk_cache_ttl_ms(-1);  // eviction off: spans are never washed on frees
+  clock_.advance_ms(100'000);
+  ObjectSet::free(spacer1);
+  EXPECT_EQ(os_.released_bytes(), washed);
+}
+
 TEST_F(ObjectSetTest, SpansFreeForAWholePeriodAreWashedOnceEvenInABusySet) {
   ObjectSet set(source_);
   void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
