@@ -68,22 +68,20 @@ int64_t BlockSet::wash_free_spans() {
   return washed;
 }
 
-int64_t BlockSet::wash_stale_spans_if_due() {
+int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   const int64_t ttl = source_.span_ttl_us();
-  if (ttl < 0) return 0;
-  const int64_t now = source_.now_us();
-  if (last_pass_us_ < 0) last_pass_us_ = now;  // the first free starts the first period
-  if (now - last_pass_us_ < ttl) return 0;
-  last_pass_us_ = now;
-  return wash_stale_spans();
+  if (ttl < 0 || now_us - last_check_us_ < ttl / 4) return 0;
+  last_check_us_ = now_us;
+  return wash_stale_spans(ttl);
 }
 
-int64_t BlockSet::wash_stale_spans() {
+int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
+  const int64_t cutoff = source_.now_us() - min_free_us;
   int64_t washed = 0;
   for (int n = 1; n <= MAX_SPAN; ++n) {
     for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
       FreeSpan* state = free_span(block);
-      if (state->washed || state->freed_pass == wash_pass_) continue;  // freed since last call
+      if (state->washed || state->freed_us > cutoff) continue;
       const int64_t bytes = n * ABLOCK_SIZE;
       if (source_.release_pages(block_data(block), bytes) == 0) {
         washed += bytes;
@@ -91,7 +89,6 @@ int64_t BlockSet::wash_stale_spans() {
       }
     }
   }
-  ++wash_pass_;
   return washed;
 }
 
@@ -169,7 +166,7 @@ bool BlockSet::add_chunk() {
   if (chunk == nullptr) return false;
   ABlock* block = take_chunk(chunk);
   block->nblocks_ = MAX_SPAN;
-  *free_span(block) = FreeSpan{wash_pass_, false};
+  *free_span(block) = FreeSpan{source_.now_us(), false};
   insert_free(block);
   return true;
 }
@@ -225,7 +222,7 @@ void BlockSet::free_block(ABlock* block) {
   if (block->dedicated()) {
     used_ -= chunk->hold();
     release_chunk(chunk);
-    wash_stale_spans_if_due();
+    wash_stale_spans_if_due(source_.now_us());
     return;
   }
   used_ -= block->nblocks_ * ABLOCK_SIZE;
@@ -233,7 +230,7 @@ void BlockSet::free_block(ABlock* block) {
     // The last span: the whole chunk goes back at once. The span is still marked in use,
     // which tells release_chunk it is on no free list.
     release_chunk(chunk);
-    wash_stale_spans_if_due();
+    wash_stale_spans_if_due(source_.now_us());
     return;
   }
   block->magic_ = ABlock::MAGIC_CODE;
@@ -262,9 +259,10 @@ void BlockSet::free_block(ABlock* block) {
   }
   block->nblocks_ = n;
   // Some of its pages are dirty now: the whole span waits a full period again.
-  *free_span(block) = FreeSpan{wash_pass_, false};
+  const int64_t now = source_.now_us();
+  *free_span(block) = FreeSpan{now, false};
   insert_free(block);
-  wash_stale_spans_if_due();
+  wash_stale_spans_if_due(now);
 }
 
 }  // namespace achunk

@@ -34,15 +34,16 @@ class BlockSet {
   // Gives the physical pages of every free span back to the OS (madvise); the spans stay
   // free and usable, they fault in again when reused. Returns the bytes washed.
   int64_t wash_free_spans();
-  // Called periodically (the drop-in malloc's release thread): washes every free span
-  // that stayed free since the previous call and has not been washed since, so memory
-  // a busy set freed long ago goes back while spans freed a moment ago, likely to be
-  // reused soon, keep their pages. Returns the bytes washed.
-  int64_t wash_stale_spans();
-  // On a span free: a wash_stale_spans pass once the source's chunk TTL has passed since
-  // the previous one, so a span free for one to two TTLs gives its pages back without a
-  // timer thread. Returns the bytes washed.
-  int64_t wash_stale_spans_if_due();
+  // Washes every free span that has been free (as it is now: a merge restarts the
+  // count) for at least `min_free_us` on the source's clock and was not washed since, so
+  // memory freed long ago goes back while spans freed a moment ago, likely to be reused
+  // soon, keep their pages. The drop-in malloc's release thread calls it every interval
+  // with the interval. Returns the bytes washed.
+  int64_t wash_stale_spans(int64_t min_free_us);
+  // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
+  // quarter of the source's chunk TTL, washes the spans free for a whole TTL; never when
+  // eviction is off. Returns the bytes washed.
+  int64_t wash_stale_spans_if_due(int64_t now_us);
   // Span allocations and frees so far.
   uint64_t span_ops() const { return span_ops_; }
 
@@ -74,8 +75,8 @@ class BlockSet {
   int find_free(int nblocks) const;
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
-    uint64_t freed_pass;  // wash_pass_ when the span (as it is now) became free
-    bool washed;          // its pages were given back since
+    int64_t freed_us;  // when the span (as it is now) became free
+    bool washed;       // its pages were given back since
   };
   static FreeSpan* free_span(ABlock* block) {
     return reinterpret_cast<FreeSpan*>(block->owner_area_);
@@ -90,8 +91,7 @@ class BlockSet {
   int64_t hold_ = 0;
   int64_t used_ = 0;
   uint64_t span_ops_ = 0;
-  uint64_t wash_pass_ = 0;     // wash_stale_spans calls so far
-  int64_t last_pass_us_ = -1;  // when wash_stale_spans_if_due last ran a pass
+  int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
   int64_t chunk_cnt_ = 0;
 };
 

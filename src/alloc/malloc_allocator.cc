@@ -172,10 +172,10 @@ void ObMallocAllocator::fork_unlock() {
   lock_.unlock();
 }
 
-int64_t ObMallocAllocator::wash_stale_spans() {
+int64_t ObMallocAllocator::wash_stale_spans(int64_t min_free_us) {
   int64_t washed = 0;
   for_each_ctx([&](ObTenantMemory&, ObTenantCtxAllocator& ta) {
-    washed += ta.object_set().wash_stale_spans();
+    washed += ta.object_set().wash_stale_spans(min_free_us);
   });
   return washed;
 }

@@ -64,8 +64,8 @@ class ObMallocAllocator {
   bool set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes);
   // Returns the calling thread's cached slabs of every ctx to the block layer.
   void flush_thread_caches();
-  // ObjectSet::wash_stale_spans for every ctx; the bytes washed.
-  int64_t wash_stale_spans();
+  // ObjectSet::wash_stale_spans(min_free_us) for every ctx; the bytes washed.
+  int64_t wash_stale_spans(int64_t min_free_us);
   AChunkMgr& chunk_mgr() { return chunk_mgr_; }
   // fork(): the directory's, every object set's and the chunk manager's locks.
   void fork_lock();

@@ -120,9 +120,9 @@ int64_t ObjectSet::wash_free_spans() {
   return block_set_.wash_free_spans();
 }
 
-int64_t ObjectSet::wash_stale_spans() {
+int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
   std::lock_guard<SpinLock> guard(lock_);
-  return block_set_.wash_stale_spans();
+  return block_set_.wash_stale_spans(min_free_us);
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {

@@ -150,9 +150,8 @@ class ObjectSet {
   void free_span(ABlock* block);
   // Washes the free spans of the BlockSet (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
-  // Called periodically (the drop-in malloc's release thread): BlockSet::wash_stale_spans,
-  // the free spans that stayed free for a whole period. Returns the bytes washed.
-  int64_t wash_stale_spans();
+  // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`.
+  int64_t wash_stale_spans(int64_t min_free_us);
   void abandon(ThreadHeap* heap);
 
  private:

@@ -94,8 +94,8 @@ void* release_loop(void*) {
     if (interval_ms > 0) {
       global_chunk_mgr().release_expired();
       // Free spans inside chunks that still hold live objects are resident too; give
-      // their pages back once a ctx has gone a whole interval without a span change.
-      global_malloc_allocator().wash_stale_spans();
+      // their pages back once they stayed free for a whole interval.
+      global_malloc_allocator().wash_stale_spans(ms * 1000);
     }
   }
   return nullptr;

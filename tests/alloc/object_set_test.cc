@@ -272,8 +272,8 @@ TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
 namespace achunk::testing {
 namespace {
 
-// Without a release thread: span frees run a wash pass once a chunk TTL has passed since
-// the previous one, so a span free for one to two TTLs gives its pages back.
+// Without a release thread: every quarter TTL a span free washes the spans that have
+// been free for a whole chunk TTL.
 TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
   mgr_.set_chunk_cache_ttl_ms(30'000);
   ObjectSet set(source_);
@@ -283,48 +283,56 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
   void* spacer2 = set.alloc(100000, 0);
   void* c = set.alloc(100000, 0);
   void* spacer3 = set.alloc(100000, 0);
-  ObjectSet::free(a);  // starts the first period
-  clock_.advance_ms(29'000);
-  ObjectSet::free(b);  // within the TTL: no pass
-  EXPECT_EQ(os_.released_bytes(), 0);
-  clock_.advance_ms(2'000);
-  ObjectSet::free(c);  // a pass, but everything free was freed in this period
-  EXPECT_EQ(os_.released_bytes(), 0);
-  clock_.advance_ms(31'000);
-  // Next pass: a and b were free through the whole period; c merged with spacer3 and the
-  // chunk's tail just now, so that span waits.
+  ObjectSet::free(a);
+  clock_.advance_ms(20'000);
+  ObjectSet::free(b);
+  EXPECT_EQ(os_.released_bytes(), 0);  // a: free for 20 s only
+  clock_.advance_ms(11'000);
+  ObjectSet::free(c);  // a: 31 s; b: 11 s; the chunk's untouched tail: 31 s
+  const int64_t first = os_.released_bytes();
+  EXPECT_GE(first, 100000);  // a and the tail
+  clock_.advance_ms(5'000);
+  // spacer1 merges a and b into one span free from now on; no look (a quarter TTL has
+  // not passed since the last one).
+  ObjectSet::free(spacer1);
+  EXPECT_EQ(os_.released_bytes(), first);
+  clock_.advance_ms(20'000);
+  // A look: a+spacer1+b has been free for 20 s only, c+spacer3+tail from now on.
   ObjectSet::free(spacer3);
-  const int64_t washed = os_.released_bytes();
-  EXPECT_GE(washed, 2 * 100000);
-  EXPECT_LT(washed, 3 * 100000);
+  EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(31'000);
-  ObjectSet::free(spacer2);  // merges b and c's spans: that span waits a period again
-  EXPECT_EQ(os_.released_bytes(), washed);
+  ObjectSet::free(spacer2);  // everything merges into one fresh span
+  EXPECT_EQ(os_.released_bytes(), first);
   mgr_.set_chunk_cache_ttl_ms(-1);  // eviction off: spans are never washed on frees
   clock_.advance_ms(100'000);
-  ObjectSet::free(spacer1);
-  EXPECT_EQ(os_.released_bytes(), washed);
+  void* d = set.alloc(100000, 0);
+  ObjectSet::free(d);
+  EXPECT_EQ(os_.released_bytes(), first);
 }
 
-TEST_F(ObjectSetTest, SpansFreeForAWholePeriodAreWashedOnceEvenInABusySet) {
+TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
+  mgr_.set_chunk_cache_ttl_ms(-1);  // only the explicit calls below wash
   ObjectSet set(source_);
   void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
   void* old_one = set.alloc(100000, 0);
   void* spacer = set.alloc(100000, 0);  // keeps the next span from merging with old_one's
   void* busy = set.alloc(100000, 0);
   ObjectSet::free(old_one);
-  EXPECT_EQ(set.wash_stale_spans(), 0);  // everything free was freed during this period
-  const int64_t first = set.wash_stale_spans();
-  // Free for a whole period now: old_one's span and the chunk's untouched tail.
+  EXPECT_EQ(set.wash_stale_spans(1'000'000), 0);  // everything free was freed just now
+  clock_.advance_ms(1'000);
+  const int64_t first = set.wash_stale_spans(1'000'000);
+  // Free for a whole interval now: old_one's span and the chunk's untouched tail.
   EXPECT_GE(first, 100000);
   EXPECT_EQ(os_.released_bytes(), first);
-  EXPECT_EQ(set.wash_stale_spans(), 0);  // washed already: not again
-  // The set stays busy; the span freed a moment ago keeps its pages for a period.
+  clock_.advance_ms(1'000);
+  EXPECT_EQ(set.wash_stale_spans(1'000'000), 0);  // washed already: not again
+  // The set stays busy; the span freed a moment ago keeps its pages for an interval.
   ObjectSet::free(busy);  // merges with the washed tail: the whole span waits again
   void* again = set.alloc(100000, 0);
-  EXPECT_EQ(set.wash_stale_spans(), 0);
-  const int64_t second = set.wash_stale_spans();
-  EXPECT_GT(second, 0);  // the merged tail, free for a whole period now
+  EXPECT_EQ(set.wash_stale_spans(1'000'000), 0);
+  clock_.advance_ms(1'000);
+  const int64_t second = set.wash_stale_spans(1'000'000);
+  EXPECT_GT(second, 0);  // the merged tail, free for a whole interval now
   EXPECT_EQ(os_.released_bytes(), first + second);
   for (void* p : {keep, spacer, again}) std::memset(p, 1, 100000);  // live ones untouched
   for (void* p : {keep, spacer, again}) ObjectSet::free(p);
