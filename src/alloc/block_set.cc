@@ -1,6 +1,7 @@
 #include "alloc/block_set.h"
 
 #include <atomic>
+#include <cstdint>
 #include <new>
 
 namespace achunk {
@@ -55,33 +56,27 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
 }
 
 int64_t BlockSet::wash_free_spans() {
-  int64_t washed = 0;
-  for (int n = 1; n <= MAX_SPAN; ++n) {
-    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
-      const int64_t bytes = n * ABLOCK_SIZE;
-      if (source_.release_pages(block_data(block), bytes) == 0) {
-        washed += bytes;
-        free_span(block)->washed = true;
-      }
-    }
-  }
-  return washed;
+  return wash_spans_freed_by(INT64_MAX);
+}
+
+int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
+  return wash_spans_freed_by(source_.now_us() - min_free_us);
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   const int64_t ttl = source_.span_ttl_us();
   if (ttl < 0 || now_us - last_check_us_ < ttl / 4) return 0;
   last_check_us_ = now_us;
-  return wash_stale_spans(ttl);
+  return wash_spans_freed_by(now_us - ttl);
 }
 
-int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
-  const int64_t cutoff = source_.now_us() - min_free_us;
+int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
   int64_t washed = 0;
   for (int n = 1; n <= MAX_SPAN; ++n) {
     for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+      // A washed span stays clean while free: nobody touches a free span's pages.
       FreeSpan* state = free_span(block);
-      if (state->washed || state->freed_us > cutoff) continue;
+      if (state->washed || state->freed_us > cutoff_us) continue;
       const int64_t bytes = n * ABLOCK_SIZE;
       if (source_.release_pages(block_data(block), bytes) == 0) {
         washed += bytes;
@@ -184,7 +179,6 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
 
 ABlock* BlockSet::alloc_block(int64_t bytes) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
-  ++span_ops_;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
   if (n64 > MAX_SPAN) return alloc_dedicated(bytes);
   const int n = static_cast<int>(n64);
@@ -216,7 +210,6 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
 }
 
 void BlockSet::free_block(ABlock* block) {
-  ++span_ops_;
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (block->dedicated()) {

@@ -31,8 +31,8 @@ class BlockSet {
   ABlock* alloc_block(int64_t bytes);
   void free_block(ABlock* block);
 
-  // Gives the physical pages of every free span back to the OS (madvise); the spans stay
-  // free and usable, they fault in again when reused. Returns the bytes washed.
+  // Gives the physical pages of every free span not washed yet back to the OS (madvise); the spans
+  // stay free and usable, they fault in again when reused. Returns the bytes washed.
   int64_t wash_free_spans();
   // Washes every free span that has been free (as it is now: a merge restarts the
   // count) for at least `min_free_us` on the source's clock and was not washed since, so
@@ -44,12 +44,18 @@ class BlockSet {
   // quarter of the source's chunk TTL, washes the spans free for a whole TTL; never when
   // eviction is off. Returns the bytes washed.
   int64_t wash_stale_spans_if_due(int64_t now_us);
-  // Span allocations and frees so far.
-  uint64_t span_ops() const { return span_ops_; }
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
   // no valid span header covers it.
   static ABlock* ptr2block(const void* ptr);
+  // The index of the span head for block `at` of a chunk, from the distance every
+  // non-head block of an in-use span holds (branch-free); -1 if a stale distance points
+  // before the chunk. The caller still checks that the head is in use and reaches `at`.
+  static int span_head(AChunk* chunk, int at) {
+    const int32_t to_head = chunk_block(chunk, at)->nblocks_;
+    const int head = at + (to_head < 0 ? to_head : 0);
+    return head >= 0 ? head : -1;
+  }
   // Usable bytes of a span.
   static int64_t span_bytes(const ABlock* block);
 
@@ -73,6 +79,8 @@ class BlockSet {
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
+  // Washes the free spans not washed yet that became free at or before `cutoff_us`.
+  int64_t wash_spans_freed_by(int64_t cutoff_us);
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
     int64_t freed_us;  // when the span (as it is now) became free
@@ -90,7 +98,6 @@ class BlockSet {
   uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty
   int64_t hold_ = 0;
   int64_t used_ = 0;
-  uint64_t span_ops_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
   int64_t chunk_cnt_ = 0;
 };
@@ -113,20 +120,13 @@ inline ABlock* BlockSet::ptr2block(const void* ptr) {
   AChunk* chunk = AChunk::ptr2chunk(ptr);
   const int64_t offset = static_cast<const char*>(ptr) - static_cast<char*>(chunk->data());
   if (offset < 0) return nullptr;
-  int idx = static_cast<int>(offset / ABLOCK_SIZE);
-  if (idx >= BLOCKS_PER_CHUNK) idx = BLOCKS_PER_CHUNK - 1;
-  // Inside an in-use span every block header but the head holds the (negative) distance
-  // to the head, written when the span was handed out: one load instead of a bit search.
-  ABlock* block = chunk_block(chunk, idx);
-  if (block->nblocks_ < 0) {
-    idx += block->nblocks_;
-    if (idx < 0) return nullptr;
-    block = chunk_block(chunk, idx);
-  }
+  const int at = static_cast<int>(offset / ABLOCK_SIZE);
+  // Past the block area only inside a dedicated chunk, whose last header names the head.
+  const int head = span_head(chunk, at < BLOCKS_PER_CHUNK ? at : BLOCKS_PER_CHUNK - 1);
+  if (head < 0) return nullptr;
+  ABlock* block = chunk_block(chunk, head);
   if (!block->is_valid()) return nullptr;
-  if (!block->dedicated() && idx + block->nblocks_ <= static_cast<int>(offset / ABLOCK_SIZE)) {
-    return nullptr;
-  }
+  if (!block->dedicated() && head + block->nblocks_ <= at) return nullptr;
   return block;
 }
 

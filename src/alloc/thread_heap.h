@@ -110,14 +110,13 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
     return false;
   }
   // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
-  // header is inside the chunk's block area; branch-free to the span head.
+  // header is inside the chunk's block area.
   const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -
                                                 static_cast<char*>(chunk->data()));
   if (offset >= static_cast<uint64_t>(BLOCKS_PER_CHUNK * ABLOCK_SIZE)) return false;
   const int at = static_cast<int>(offset / ABLOCK_SIZE);
-  const int32_t to_head = chunk_block(chunk, at)->nblocks_;
-  const int head = at + (to_head < 0 ? to_head : 0);
-  if (static_cast<unsigned>(head) >= static_cast<unsigned>(BLOCKS_PER_CHUNK)) return false;
+  const int head = BlockSet::span_head(chunk, at);
+  if (head < 0) return false;
   ABlock* block = chunk_block(chunk, head);
   // An in-use span that reaches the header's block (stale distances inside free spans
   // can name a head whose span ends before it).
