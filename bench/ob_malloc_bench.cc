@@ -71,6 +71,11 @@ void BM_GlibcMallocFree(benchmark::State& s) {
 BENCHMARK(BM_ObMallocFree)->PAIR_SIZES;
 BENCHMARK(BM_JemallocMallocFree)->PAIR_SIZES;
 BENCHMARK(BM_GlibcMallocFree)->PAIR_SIZES;
+// Big objects (a span each): threads meet on the block layer's locks (ObjectMgr shards).
+#define BIG_SIZES Arg(131072)->Arg(524288)->Threads(1)->Threads(2)->UseRealTime()
+BENCHMARK(BM_ObMallocFree)->BIG_SIZES;
+BENCHMARK(BM_JemallocMallocFree)->BIG_SIZES;
+BENCHMARK(BM_GlibcMallocFree)->BIG_SIZES;
 
 // Thread 0 allocates 64-byte objects and passes them through a ring; thread 1 frees them.
 constexpr size_t RING = 1024;

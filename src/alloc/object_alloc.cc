@@ -20,20 +20,19 @@ void* slot_start_user(ABlock* block) {
 }  // namespace
 
 void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
-  std::lock_guard<SpinLock> guard(lock_);  // a usage scan must see the header written
-  ABlock* block = block_set_.alloc_block(BIG_OFFSET + size + AOBJECT_TAIL_SIZE);
-  if (block == nullptr) return nullptr;
-  Slab* slab = new (block->owner_area_) Slab();
-  slab->sc_ = Slab::BIG;
-  void* p = slot_start_user(block);
-  store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
-  write_tail(p, static_cast<uint32_t>(size));
-  return p;
+  ABlock* block = take_span(BIG_OFFSET + size + AOBJECT_TAIL_SIZE, [&](ABlock* block) {
+    new (block->owner_area_) Slab();
+    slab_of(block)->sc_ = Slab::BIG;
+    void* p = slot_start_user(block);
+    store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
+    write_tail(p, static_cast<uint32_t>(size));
+  });
+  return block != nullptr ? slot_start_user(block) : nullptr;
 }
 
 void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
   if (slab->sc_ == Slab::BIG) {
-    owner_of(ptr)->release_slab(block);
+    free_span(block);
     return;
   }
   // Another thread's slab (or an abandoned one): a lock-free push its owner collects.
@@ -79,21 +78,22 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
       u->blocks += big ? 1 : 0;
     }
   };
-  std::lock_guard<SpinLock> guard(lock_);
-  block_set_.for_each_used_span([&](ABlock* block) {
-    const Slab* slab = slab_of(block);
-    if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
-    if (slab->sc_ == Slab::BIG) {
-      account(load_header(slot_start_user(block)), BlockSet::span_bytes(block), true);
-      return;
-    }
-    const int64_t slot = class_slot_size(slab->sc_);
-    char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
-    const int carved = slab->carved_.load(std::memory_order_acquire);
-    for (int i = 0; i < carved; ++i, user += slot) {
-      const uint64_t h = load_header(user);
-      if (header_state(h) == ObjectState::IN_USE) account(h, slot, false);
-    }
+  mgr_.for_each([&](BlockSet& bs) {
+    bs.for_each_used_span([&](ABlock* block) {
+      const Slab* slab = slab_of(block);
+      if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
+      if (slab->sc_ == Slab::BIG) {
+        account(load_header(slot_start_user(block)), BlockSet::span_bytes(block), true);
+        return;
+      }
+      const int64_t slot = class_slot_size(slab->sc_);
+      char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+      const int carved = slab->carved_.load(std::memory_order_acquire);
+      for (int i = 0; i < carved; ++i, user += slot) {
+        const uint64_t h = load_header(user);
+        if (header_state(h) == ObjectState::IN_USE) account(h, slot, false);
+      }
+    });
   });
   return n;
 }

@@ -51,7 +51,7 @@ void arm_thread_exit() {
 
 }  // namespace
 
-ObjectSet::ObjectSet(ChunkSource& source) : block_set_(source, this, BlockSet::OWNER_OBJECT_SET) {
+ObjectSet::ObjectSet(ChunkSource& source) : mgr_(source, this) {
   std::lock_guard<SpinLock> guard(g_sets_lock);
   for (int i = 0; i < MAX_SETS; ++i) {
     if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {
@@ -69,21 +69,19 @@ ObjectSet::~ObjectSet() {
     g_generation[index_].fetch_add(1, std::memory_order_acq_rel);
     g_sets[index_].store(nullptr, std::memory_order_release);
   }
-  // block_set_'s destructor returns every chunk, heaps and live objects included.
+  // The shards' BlockSets return every chunk, heaps and live objects included.
 }
 
 ThreadHeap* ObjectSet::create_heap() {
   if (index_ < 0) return nullptr;
   const uint32_t gen = g_generation[index_].load(std::memory_order_relaxed);
-  ThreadHeap* heap;
-  {
-    std::lock_guard<SpinLock> guard(lock_);
-    ABlock* block = block_set_.alloc_block(sizeof(ThreadHeap));
-    if (block == nullptr) return nullptr;
+  ThreadHeap* heap = nullptr;
+  take_span(sizeof(ThreadHeap), [&](ABlock* block) {
     new (block->owner_area_) Slab();
     slab_of(block)->sc_ = Slab::HEAP;  // not a slab: usage scans skip it
     heap = new (block_data(block)) ThreadHeap(this);
-  }
+  });
+  if (heap == nullptr) return nullptr;
   heaps[index_] = heap;
   heap_generation[index_] = gen;
   arm_thread_exit();
@@ -102,27 +100,28 @@ void ObjectSet::flush_thread_heap() {
 }
 
 ABlock* ObjectSet::alloc_span(int64_t bytes) {
-  std::lock_guard<SpinLock> guard(lock_);
-  ABlock* block = block_set_.alloc_block(bytes);
-  if (block == nullptr) return nullptr;
-  new (block->owner_area_) Slab();
-  slab_of(block)->sc_ = Slab::FOREIGN;  // usage scans and ob_free leave it alone
-  return block;
+  return take_span(bytes, [](ABlock* block) {
+    new (block->owner_area_) Slab();
+    slab_of(block)->sc_ = Slab::FOREIGN;  // usage scans and ob_free leave it alone
+  });
 }
 
 void ObjectSet::free_span(ABlock* block) {
-  std::lock_guard<SpinLock> guard(lock_);
-  block_set_.free_block(block);
+  SubObjectMgr& shard = ObjectMgr::shard_of(block);
+  std::lock_guard<SpinLock> guard(shard.lock_);
+  shard.block_set_.free_block(block);
 }
 
 int64_t ObjectSet::wash_free_spans() {
-  std::lock_guard<SpinLock> guard(lock_);
-  return block_set_.wash_free_spans();
+  int64_t washed = 0;
+  mgr_.for_each([&](BlockSet& bs) { washed += bs.wash_free_spans(); });
+  return washed;
 }
 
 int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
-  std::lock_guard<SpinLock> guard(lock_);
-  return block_set_.wash_stale_spans(min_free_us);
+  int64_t washed = 0;
+  mgr_.for_each([&](BlockSet& bs) { washed += bs.wash_stale_spans(min_free_us); });
+  return washed;
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {
@@ -135,7 +134,7 @@ void ObjectSet::abandon(ThreadHeap* heap) {
       slab->owner_thread_.store(nullptr, std::memory_order_release);
       ThreadHeap::collect(slab);
       if (slab->used_ == 0) {
-        block_set_.free_block(block);
+        free_span(block);
       } else {
         block->prev_ = nullptr;
         block->next_ = abandoned_[sc];
@@ -145,7 +144,7 @@ void ObjectSet::abandon(ThreadHeap* heap) {
       block = next;
     }
   }
-  block_set_.free_block(BlockSet::ptr2block(heap));
+  free_span(BlockSet::ptr2block(heap));
   reclaim_abandoned_locked();
 }
 
@@ -164,7 +163,7 @@ void ObjectSet::reclaim_abandoned_locked() {
           abandoned_[sc] = next;
         }
         if (next != nullptr) next->prev_ = block->prev_;
-        block_set_.free_block(block);
+        free_span(block);
       }
       block = next;
     }
@@ -172,17 +171,14 @@ void ObjectSet::reclaim_abandoned_locked() {
 }
 
 ABlock* ObjectSet::new_slab(int sc) {
-  // All of it under the lock: a usage scan must never see a slab half carved.
-  std::lock_guard<SpinLock> guard(lock_);
   const int64_t bytes = slab_size(sc);
-  ABlock* block = block_set_.alloc_block(bytes);
-  if (block == nullptr) return nullptr;
-  Slab* slab = new (block->owner_area_) Slab();
-  slab->sc_ = static_cast<uint16_t>(sc);
-  slab->capacity_ = static_cast<uint16_t>((bytes - AOBJECT_HEADER_SIZE) / class_slot_size(sc));
-  carve(block);
-  slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
-  return block;
+  return take_span(bytes, [&](ABlock* block) {
+    Slab* slab = new (block->owner_area_) Slab();
+    slab->sc_ = static_cast<uint16_t>(sc);
+    slab->capacity_ = static_cast<uint16_t>((bytes - AOBJECT_HEADER_SIZE) / class_slot_size(sc));
+    carve(block);
+    slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
+  });
 }
 
 bool ObjectSet::carve(ABlock* block) {
@@ -221,37 +217,40 @@ ABlock* ObjectSet::adopt_slab(int sc) {
   return block;
 }
 
-void ObjectSet::release_slab(ABlock* block) {
-  std::lock_guard<SpinLock> guard(lock_);
-  block_set_.free_block(block);
-}
-
 void ObjectSet::fork_lock_all() {
   g_sets_lock.lock();
   for (auto& slot : g_sets) {
-    if (ObjectSet* set = slot.load(std::memory_order_acquire)) set->lock_.lock();
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
+      set->lock_.lock();
+      set->mgr_.lock_all();
+    }
   }
 }
 
 void ObjectSet::fork_unlock_all() {
   for (auto& slot : g_sets) {
-    if (ObjectSet* set = slot.load(std::memory_order_acquire)) set->lock_.unlock();
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
+      set->mgr_.unlock_all();
+      set->lock_.unlock();
+    }
   }
   g_sets_lock.unlock();
 }
 
 ObjectSet* ObjectSet::owner_of(void* ptr) {
-  return static_cast<ObjectSet*>(chunk_meta(AChunk::ptr2chunk(ptr))->context_);
+  return ObjectMgr::shard_of(ptr).set_;
 }
 
 int64_t ObjectSet::hold() {
-  std::lock_guard<SpinLock> guard(lock_);
-  return block_set_.hold();
+  int64_t hold = 0;
+  mgr_.for_each([&](BlockSet& bs) { hold += bs.hold(); });
+  return hold;
 }
 
 int64_t ObjectSet::span_used() {
-  std::lock_guard<SpinLock> guard(lock_);
-  return block_set_.used();
+  int64_t used = 0;
+  mgr_.for_each([&](BlockSet& bs) { used += bs.used(); });
+  return used;
 }
 
 }  // namespace achunk

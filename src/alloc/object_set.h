@@ -5,16 +5,19 @@
 // collects those lists when its current slab runs dry (no back-pointers to a heap, so a
 // thread may exit at any moment without leaving dangling references). Big
 // objects get a span (or a chunk) of their own. A thread's slabs are abandoned to the
-// set when it exits and adopted by the next heap that needs that class.
-// Depends on the block layer (BlockSet), aobject.h, size_class.h.
+// set when it exits and adopted by the next heap that needs that class. Spans come
+// from the shards of an ObjectMgr, so threads refilling at once rarely share a lock.
+// Depends on the block layer (through object_mgr.h), aobject.h, size_class.h.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "achunk/spin_lock.h"
 #include "achunk/tls.h"
 #include "alloc/block_set.h"
+#include "alloc/object_mgr.h"
 #include "alloc/size_class.h"
 
 namespace achunk {
@@ -137,6 +140,7 @@ class ObjectSet {
     return heap != nullptr && object_set_tls::heap_generation[index_] == gen ? heap : nullptr;
   }
   int index() const { return index_; }
+  ObjectMgr& object_mgr() { return mgr_; }
   // fork(): every set's lock (and the registry's) held across the fork.
   static void fork_lock_all();
   static void fork_unlock_all();
@@ -147,8 +151,9 @@ class ObjectSet {
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
   ABlock* alloc_span(int64_t bytes);
-  void free_span(ABlock* block);
-  // Washes the free spans of the BlockSet (see BlockSet::wash_free_spans).
+  // Any span of any set, back to the shard that owns it (slabs and big objects too).
+  static void free_span(ABlock* block);
+  // Washes the free spans of every shard (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`.
   int64_t wash_stale_spans(int64_t min_free_us);
@@ -160,16 +165,28 @@ class ObjectSet {
   // A slab for the calling thread's heap: carved fresh, or one abandoned by another.
   ABlock* new_slab(int sc);
   ABlock* adopt_slab(int sc);
-  void release_slab(ABlock* block);
   void reclaim_abandoned_locked();
   void* alloc_big(int64_t size, uint16_t label);
+  // A span from one of the shards, set up by init(block) under the shard's lock (so a
+  // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
+  template <typename Init>
+  ABlock* take_span(int64_t bytes, Init init);
   // Big objects and frees onto another thread's slab.
   static void free_slow(void* ptr, ABlock* block, Slab* slab);
 
-  BlockSet block_set_;
-  SpinLock lock_;  // guards block_set_ and abandoned_
+  ObjectMgr mgr_;  // the block layer, sharded; a shard's lock may be taken under lock_
+  SpinLock lock_;  // guards abandoned_
   ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
   int index_ = -1;
 };
+
+template <typename Init>
+ABlock* ObjectSet::take_span(int64_t bytes, Init init) {
+  SubObjectMgr& shard = mgr_.lock_any();
+  std::lock_guard<SpinLock> guard(shard.lock_, std::adopt_lock);
+  ABlock* block = shard.block_set_.alloc_block(bytes);
+  if (block != nullptr) init(block);
+  return block;
+}
 
 }  // namespace achunk

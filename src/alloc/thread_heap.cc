@@ -45,7 +45,7 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
     spare_[sc] = block;
   } else {
     unlink(sc, block);
-    set_->release_slab(block);
+    ObjectSet::free_span(block);
   }
 }
 
@@ -61,7 +61,7 @@ void* ThreadHeap::alloc_slow(int sc) {
     collect(slab);
     if (slab->used_ == 0 && found != nullptr && block != current_[sc]) {
       unlink(sc, block);
-      set_->release_slab(block);
+      ObjectSet::free_span(block);
     } else if (found == nullptr && slab->local_free_ != nullptr) {
       found = block;
     }
