@@ -24,9 +24,12 @@ enum class ObjectState : uint16_t {
   ALIGNED = 0xCED5,  // an alignment pad: the low 32 bits are the offset back to the object
 };
 
-inline uint64_t make_header(ObjectState state, uint16_t label, uint32_t size) {
+constexpr uint64_t make_header(ObjectState state, uint16_t label, uint32_t size) {
   return (uint64_t{static_cast<uint16_t>(state)} << 48) | (uint64_t{label} << 32) | size;
 }
+// XOR turns an IN_USE header into the FREE one with the same label and size.
+inline constexpr uint64_t IN_USE_TO_FREE =
+    make_header(ObjectState::IN_USE, 0, 0) ^ make_header(ObjectState::FREE, 0, 0);
 inline ObjectState header_state(uint64_t h) {
   return static_cast<ObjectState>(h >> 48);
 }

@@ -80,7 +80,7 @@ void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const
                           attr.ctx_id_,
                           id_,
                           object_set_tls::heap_epoch,
-                          label};
+                          make_header(ObjectState::IN_USE, label, 0)};
 }
 
 const char* ctx_name(int ctx_id) {

@@ -36,8 +36,8 @@ class ObMallocAllocator {
       uint64_t bytes[2];
       read_label_bytes_unchecked(attr.label_, bytes);
       if (bytes[0] == e.label_bytes[0] && bytes[1] == e.label_bytes[1]) {
-        if (void* p = e.heap->alloc_object_fast(size, e.label_id)) return p;
-        return alloc_refill(*e.heap, e.label_id, size, attr);
+        if (void* p = e.heap->alloc_object_fast(size, e.in_use_header)) return p;
+        return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
       }
     }
     return alloc_slow(size, attr);

@@ -25,8 +25,10 @@ struct alignas(64) Entry {
   int32_t ctx_id;
   uint32_t allocator_id;  // 0: empty
   uint32_t heap_epoch;
-  uint16_t label_id;
+  // make_header(IN_USE, label id, 0): an object's header is this or its size.
+  uint64_t in_use_header;
 };
+static_assert(sizeof(Entry) == 64);
 
 inline constexpr int ENTRIES = 64;
 extern ACHUNK_TLS Entry entries[ENTRIES];

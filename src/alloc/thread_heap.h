@@ -35,10 +35,14 @@ class ThreadHeap {
   }
   // An object of `size` (<= SMALL_OBJECT_MAX) bytes with header and canary from the
   // current slab, or nullptr when it needs a refill. No call at all, so a caller whose
-  // other paths are tail calls saves no registers.
-  __attribute__((always_inline)) void* alloc_object_fast(int64_t size, uint16_t label) {
+  // other paths are tail calls saves no registers. `in_use_header` is
+  // make_header(IN_USE, label, 0), precomputed by the caller.
+  __attribute__((always_inline)) void* alloc_object_fast(int64_t size, uint64_t in_use_header) {
     void* p = pop(size_class_of(size));
-    if (p != nullptr) init_object(p, size, label);
+    if (p != nullptr) {
+      store_header(p, in_use_header | static_cast<uint32_t>(size));
+      write_tail(p, static_cast<uint32_t>(size));
+    }
     return p;
   }
   // The same, refilling when needed.
@@ -127,7 +131,7 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
   if (slab->owner_thread_.load(std::memory_order_relaxed) != this_thread_marker()) return false;
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
-  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+  store_header(ptr, h ^ IN_USE_TO_FREE);
   ThreadHeap::free_local(block, slab, ptr);
   return true;
 }
