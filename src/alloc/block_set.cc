@@ -87,6 +87,16 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
   return washed;
 }
 
+int64_t BlockSet::washed_bytes() const {
+  int64_t washed = 0;
+  for (int n = 1; n <= MAX_SPAN; ++n) {
+    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+      if (free_span(block)->washed) washed += n * ABLOCK_SIZE;
+    }
+  }
+  return washed;
+}
+
 void BlockSet::link_chunk(AChunk* chunk) {
   chunk->prev_ = nullptr;
   chunk->next_ = chunks_;

@@ -59,6 +59,9 @@ class BlockSet {
   // Usable bytes of a span.
   static int64_t span_bytes(const ABlock* block);
 
+  // Bytes of free spans whose pages were given back and not touched since (a walk of
+  // the free lists: for dumps, not for hot paths).
+  int64_t washed_bytes() const;
   int64_t hold() const { return hold_; }  // bytes of the chunks held
   int64_t used() const { return used_; }  // bytes of spans handed out
   int64_t chunk_count() const { return chunk_cnt_; }

@@ -253,4 +253,10 @@ int64_t ObjectSet::span_used() {
   return used;
 }
 
+int64_t ObjectSet::washed_bytes() {
+  int64_t washed = 0;
+  mgr_.for_each([&](BlockSet& bs) { washed += bs.washed_bytes(); });
+  return washed;
+}
+
 }  // namespace achunk

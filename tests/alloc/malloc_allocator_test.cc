@@ -21,6 +21,16 @@
 namespace achunk::testing {
 namespace {
 
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 constexpr uint64_t TENANT = 1001;
 
 class ObMallocTest : public ChunkMgrTest {
@@ -134,6 +144,31 @@ TEST_F(ObMallocTest, CtxLimitIsHitAtTheBoundaryWithItsReason) {
   EXPECT_NE(a = alloc_->alloc(size, attr), nullptr);
   ObMallocAllocator::free(a);
   ObMallocAllocator::free(b);
+}
+
+TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
+  const ObMemAttr attr(TENANT, "t_print_wash");
+  void* keep = alloc_->alloc(100, attr);  // keeps the chunk held
+  void* big = alloc_->alloc(200 * 1024, attr);
+  ObMallocAllocator::free(big);
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find(" washed=              0 shards=1 "), std::string::npos) << buf;
+  const int64_t washed = ta().object_set().wash_free_spans();
+  ASSERT_GT(washed, 200 * 1024);
+  alloc_->print_usage(buf, sizeof(buf));
+  char expect[64];
+  std::snprintf(expect, sizeof(expect), " washed=%15s shards=1 ", with_commas(washed).c_str());
+  EXPECT_NE(std::string(buf).find(expect), std::string::npos) << buf << "\nwanted" << expect;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("\"washed\":" + std::to_string(washed) + ",\"shards\":1,"),
+            std::string::npos)
+      << buf;
+  // Reusing the span makes it resident again: no longer counted.
+  void* again = alloc_->alloc(ta().object_set().washed_bytes() - 64 * 1024, attr);
+  EXPECT_LT(ta().object_set().washed_bytes(), washed);
+  ObMallocAllocator::free(again);
+  ObMallocAllocator::free(keep);
 }
 
 TEST_F(ObMallocTest, TenantAndServerLimits) {
