@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sysbench against a private MariaDB server under each allocator setting:
-#   glibc | jemalloc (Debian libjemalloc2) | achunk cache 0 + no eviction | achunk cache 2M |
-#   achunk default (cache 0, 30 s idle eviction)
+#   glibc | jemalloc (Debian libjemalloc2) | achunk cache 0 + no eviction (nothing given
+#   back while running: the "before" of the seed) | achunk cache 2M |
+#   achunk default (cache 0 = adaptive, 30 s idle eviction, free spans washed after 1 s)
 # For each: oltp_read_write for RUN_S seconds (QPS, p95, errors, peak RSS), RSS every
 # second through an IDLE_S idle window, then oltp_point_select for POINT_S seconds, and
 # the [chunk_mgr] dump the server prints at exit (stats_print). A sixth setting adds the
@@ -108,7 +109,7 @@ for round in $(seq 1 "$ROUNDS"); do
     case $setting in
       glibc) preload=""; conf="" ;;
       jemalloc) preload=$JEMALLOC_SO; conf="" ;;
-      achunk_cache0_noevict) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:0,chunk_cache_ttl_ms:-1,stats_print:true" ;;
+      achunk_cache0_noevict) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:0,chunk_cache_ttl_ms:-1,span_idle_ms:-1,stats_print:true" ;;
       achunk_cache2M) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:2M,stats_print:true" ;;
       achunk_default) preload=$ACHUNK_SO; conf="stats_print:true" ;;
       achunk_release_thread) preload=$ACHUNK_SO; conf="release_interval_ms:1000,stats_print:true" ;;

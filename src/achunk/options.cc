@@ -27,8 +27,11 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
     {"stats_print", OptionType::BOOL, 0, 0, 1,
      "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
     {"release_interval_ms", OptionType::INT, 0, 0, 3'600'000,
-     "drop-in malloc: a thread releases expired cached chunks and washes idle ctxs' free "
-     "spans this often; 0 = no thread"},
+     "drop-in malloc: a thread releases expired cached chunks and idle free spans this "
+     "often; 0 = no thread"},
+    {"span_idle_ms", OptionType::INT, 1000, -1, 86'400'000,
+     "a free span inside a chunk idle this long gives its pages back at a later span free "
+     "(or from the release thread); -1: only when an allocation fails"},
 };
 
 Options::Options() {

@@ -64,10 +64,10 @@ int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
-  const int64_t ttl = source_.span_ttl_us();
-  if (ttl < 0 || now_us - last_check_us_ < ttl / 4) return 0;
+  const int64_t idle = source_.span_idle_us();
+  if (idle < 0 || now_us - last_check_us_ < idle / 4) return 0;
   last_check_us_ = now_us;
-  return wash_spans_freed_by(now_us - ttl);
+  return wash_spans_freed_by(now_us - idle);
 }
 
 int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
@@ -87,14 +87,15 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
   return washed;
 }
 
-int64_t BlockSet::washed_bytes() const {
-  int64_t washed = 0;
+int64_t BlockSet::free_span_bytes(int64_t* washed) const {
+  int64_t bytes = 0;
   for (int n = 1; n <= MAX_SPAN; ++n) {
     for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
-      if (free_span(block)->washed) washed += n * ABLOCK_SIZE;
+      bytes += n * ABLOCK_SIZE;
+      if (free_span(block)->washed) *washed += n * ABLOCK_SIZE;
     }
   }
-  return washed;
+  return bytes;
 }
 
 void BlockSet::link_chunk(AChunk* chunk) {

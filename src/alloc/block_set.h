@@ -38,11 +38,11 @@ class BlockSet {
   // count) for at least `min_free_us` on the source's clock and was not washed since, so
   // memory freed long ago goes back while spans freed a moment ago, likely to be reused
   // soon, keep their pages. The drop-in malloc's release thread calls it every interval
-  // with the interval. Returns the bytes washed.
+  // with the span idle time. Returns the bytes washed.
   int64_t wash_stale_spans(int64_t min_free_us);
   // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
-  // quarter of the source's chunk TTL, washes the spans free for a whole TTL; never when
-  // eviction is off. Returns the bytes washed.
+  // quarter of the source's span idle time, washes the spans free for a whole idle time;
+  // never when that is negative. Returns the bytes washed.
   int64_t wash_stale_spans_if_due(int64_t now_us);
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
@@ -59,9 +59,9 @@ class BlockSet {
   // Usable bytes of a span.
   static int64_t span_bytes(const ABlock* block);
 
-  // Bytes of free spans whose pages were given back and not touched since (a walk of
-  // the free lists: for dumps, not for hot paths).
-  int64_t washed_bytes() const;
+  // Bytes of free spans, and in *washed those whose pages were given back and not
+  // touched since (a walk of the free lists: for dumps, not for hot paths).
+  int64_t free_span_bytes(int64_t* washed) const;
   int64_t hold() const { return hold_; }  // bytes of the chunks held
   int64_t used() const { return used_; }  // bytes of spans handed out
   int64_t chunk_count() const { return chunk_cnt_; }

@@ -16,11 +16,11 @@ class ChunkSource {
   virtual void free_chunk(AChunk* chunk) = 0;
   // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
-  // The chunk layer's clock and chunk TTL (negative: no eviction): a BlockSet gives the
-  // pages of spans that stayed free that long back on its own frees, as the chunk layer
-  // does with cached chunks on free_chunk.
+  // The chunk layer's clock and span idle time (span_idle_ms; negative: never): a
+  // BlockSet gives the pages of spans that stayed free that long back on its own frees,
+  // as the chunk layer unmaps chunks that idled in its cache on free_chunk.
   virtual int64_t now_us() = 0;
-  virtual int64_t span_ttl_us() = 0;
+  virtual int64_t span_idle_us() = 0;
 };
 
 // Straight to an AChunkMgr, no limits of its own.
@@ -31,7 +31,7 @@ class DirectChunkSource final : public ChunkSource {
   void free_chunk(AChunk* chunk) override { mgr_.free_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
   int64_t now_us() override { return mgr_.now_us(); }
-  int64_t span_ttl_us() override { return mgr_.chunk_cache_ttl_us(); }
+  int64_t span_idle_us() override { return mgr_.span_idle_us(); }
 
  private:
   AChunkMgr& mgr_;

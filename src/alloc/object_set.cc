@@ -253,10 +253,11 @@ int64_t ObjectSet::span_used() {
   return used;
 }
 
-int64_t ObjectSet::washed_bytes() {
-  int64_t washed = 0;
-  mgr_.for_each([&](BlockSet& bs) { washed += bs.washed_bytes(); });
-  return washed;
+int64_t ObjectSet::free_span_bytes(int64_t* washed) {
+  int64_t bytes = 0;
+  *washed = 0;
+  mgr_.for_each([&](BlockSet& bs) { bytes += bs.free_span_bytes(washed); });
+  return bytes;
 }
 
 }  // namespace achunk

@@ -123,8 +123,8 @@ class ObjectSet {
   // Bytes of the chunks this set holds, and of spans in use (slabs + big objects).
   int64_t hold();
   int64_t span_used();
-  // Bytes of free spans given back to the OS (BlockSet::washed_bytes over the shards).
-  int64_t washed_bytes();
+  // BlockSet::free_span_bytes over the shards.
+  int64_t free_span_bytes(int64_t* washed);
   // Scans every object in use; fills up to `cap` entries, one per label, and returns the
   // number of labels found. Also sums all objects into *total.
   int scan_usage(LabelUsage* out, int cap, LabelUsage* total);

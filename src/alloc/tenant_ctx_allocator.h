@@ -24,7 +24,7 @@ class ObTenantCtxAllocator final : public ChunkSource {
     return chunk_mgr_.release_pages(addr, size);
   }
   int64_t now_us() override { return chunk_mgr_.now_us(); }
-  int64_t span_ttl_us() override { return chunk_mgr_.chunk_cache_ttl_us(); }
+  int64_t span_idle_us() override { return chunk_mgr_.span_idle_us(); }
 
   ObjectSet& object_set() { return object_set_; }
   int ctx_id() const { return ctx_id_; }

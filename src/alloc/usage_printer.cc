@@ -16,11 +16,12 @@ constexpr int MAX_LABELS_SHOWN = 128;
 constexpr int NUM_WIDTH = 15;
 
 struct CtxUsage {
-  int64_t hold;    // bytes of chunks charged to the ctx
-  int64_t used;    // bytes the callers asked for
-  int64_t free;    // held but not in a live object: free slots, free spans, thread caches
-  int64_t washed;  // part of free: spans whose pages went back to the OS
-  int shards;      // open ObjectMgr shards
+  int64_t hold;        // bytes of chunks charged to the ctx
+  int64_t used;        // bytes the callers asked for
+  int64_t free;        // held but not in a live object: free slots, free spans, thread caches
+  int64_t free_spans;  // part of free: free spans of blocks (the rest is in slabs)
+  int64_t washed;      // part of free_spans: pages given back to the OS
+  int shards;          // open ObjectMgr shards
   LabelUsage total;
   LabelUsage labels[MAX_LABELS_SHOWN];
   int nlabels;
@@ -31,7 +32,7 @@ void measure(ObTenantCtxAllocator& ta, CtxUsage* u) {
   u->hold = ta.hold();
   u->used = u->total.used;
   u->free = u->hold - u->total.hold;
-  u->washed = ta.object_set().washed_bytes();
+  u->free_spans = ta.object_set().free_span_bytes(&u->washed);
   u->shards = ta.object_set().object_mgr().open_shards();
   // Largest hold first; insertion sort, the list is short and this must not allocate.
   for (int i = 1; i < u->nlabels; ++i) {
@@ -59,6 +60,7 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
     w.str(" ctx_id=").str(ctx_name(ta.ctx_id()));
     w.str(" hold=").num(u.hold, NUM_WIDTH, true).str(" used=").num(u.used, NUM_WIDTH, true);
     w.str(" limit=").num(ta.limit(), NUM_WIDTH, true).str(" free=").num(u.free, NUM_WIDTH, true);
+    w.str(" free_spans=").num(u.free_spans, NUM_WIDTH, true);
     w.str(" washed=").num(u.washed, NUM_WIDTH, true).str(" shards=").num(u.shards);
     w.str(" tenant_hold=").num(tenant.hold(), NUM_WIDTH, true).ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
@@ -90,7 +92,8 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
     w.str("\"tenant_id\":").num(static_cast<int64_t>(tenant.tenant_id()));
     w.str(",\"ctx_id\":").quoted(ctx_name(ta.ctx_id())).str(",\"hold\":").num(u.hold);
     w.str(",\"used\":").num(u.used).str(",\"limit\":").num(ta.limit());
-    w.str(",\"free\":").num(u.free).str(",\"washed\":").num(u.washed);
+    w.str(",\"free\":").num(u.free).str(",\"free_spans\":").num(u.free_spans);
+    w.str(",\"washed\":").num(u.washed);
     w.str(",\"shards\":").num(u.shards).str(",\"tenant_hold\":").num(tenant.hold());
     w.str(",\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {

@@ -47,7 +47,7 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   void free_chunk(AChunk* chunk) override;
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
   int64_t now_us() override { return ta_.now_us(); }
-  int64_t span_ttl_us() override { return ta_.span_ttl_us(); }
+  int64_t span_idle_us() override { return ta_.span_idle_us(); }
 
   // Gives the cached pages back to the block set.
   void drop_page_cache();

@@ -93,9 +93,10 @@ void* release_loop(void*) {
     }
     if (interval_ms > 0) {
       global_chunk_mgr().release_expired();
-      // Free spans inside chunks that still hold live objects are resident too; give
-      // their pages back once they stayed free for a whole interval.
-      global_malloc_allocator().wash_stale_spans(ms * 1000);
+      // Free spans inside chunks that still hold live objects are resident too; a silent
+      // process frees no span that would wash them, so the thread does.
+      const int64_t span_idle_us = global_chunk_mgr().span_idle_us();
+      if (span_idle_us >= 0) global_malloc_allocator().wash_stale_spans(span_idle_us);
     }
   }
   return nullptr;

@@ -24,13 +24,14 @@ TEST(OptionsTest, Defaults) {
   EXPECT_EQ(o[OPT_CONTEXT_USE_PM], 1);
   EXPECT_EQ(o[OPT_STATS_PRINT], 0);
   EXPECT_EQ(o[OPT_RELEASE_INTERVAL_MS], 0);
+  EXPECT_EQ(o[OPT_SPAN_IDLE_MS], 1000);
 }
 
 TEST(OptionsTest, ParsesEveryType) {
   Options o;
   Warnings w;
   EXPECT_EQ(parse_conf("memory_chunk_cache_size:2M,memory_limit:8G,large_chunk_cache:false,"
-                       "chunk_cache_ttl_ms:-1",
+                       "chunk_cache_ttl_ms:-1,span_idle_ms:-1",
                        &o, &Warnings::sink, &w),
             0);
   EXPECT_TRUE(w.lines.empty());
@@ -38,6 +39,7 @@ TEST(OptionsTest, ParsesEveryType) {
   EXPECT_EQ(o[OPT_MEMORY_LIMIT], int64_t{8} << 30);
   EXPECT_EQ(o[OPT_LARGE_CHUNK_CACHE], 0);
   EXPECT_EQ(o[OPT_CHUNK_CACHE_TTL_MS], -1);
+  EXPECT_EQ(o[OPT_SPAN_IDLE_MS], -1);
 }
 
 TEST(OptionsTest, SizeSuffixes) {

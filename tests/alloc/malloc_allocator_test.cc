@@ -154,6 +154,7 @@ TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
   char buf[8192];
   alloc_->print_usage(buf, sizeof(buf));
   EXPECT_NE(std::string(buf).find(" washed=              0 shards=1 "), std::string::npos) << buf;
+  EXPECT_EQ(std::string(buf).find(" free_spans=              0 "), std::string::npos) << buf;
   const int64_t washed = ta().object_set().wash_free_spans();
   ASSERT_GT(washed, 200 * 1024);
   alloc_->print_usage(buf, sizeof(buf));
@@ -161,12 +162,18 @@ TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
   std::snprintf(expect, sizeof(expect), " washed=%15s shards=1 ", with_commas(washed).c_str());
   EXPECT_NE(std::string(buf).find(expect), std::string::npos) << buf << "\nwanted" << expect;
   alloc_->print_usage_json(buf, sizeof(buf));
-  EXPECT_NE(std::string(buf).find("\"washed\":" + std::to_string(washed) + ",\"shards\":1,"),
+  EXPECT_NE(std::string(buf).find("\"free_spans\":" + std::to_string(washed) +
+                                  ",\"washed\":" + std::to_string(washed) + ",\"shards\":1,"),
             std::string::npos)
       << buf;
   // Reusing the span makes it resident again: no longer counted.
-  void* again = alloc_->alloc(ta().object_set().washed_bytes() - 64 * 1024, attr);
-  EXPECT_LT(ta().object_set().washed_bytes(), washed);
+  int64_t washed_now = 0;
+  const int64_t free_spans = ta().object_set().free_span_bytes(&washed_now);
+  EXPECT_EQ(washed_now, washed);
+  EXPECT_EQ(free_spans, washed);  // every free span was washed
+  void* again = alloc_->alloc(washed - 64 * 1024, attr);
+  ta().object_set().free_span_bytes(&washed_now);
+  EXPECT_LT(washed_now, washed);
   ObMallocAllocator::free(again);
   ObMallocAllocator::free(keep);
 }

@@ -272,10 +272,11 @@ TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
 namespace achunk::testing {
 namespace {
 
-// Without a release thread: every quarter TTL a span free washes the spans that have
-// been free for a whole chunk TTL.
-TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
-  mgr_.set_chunk_cache_ttl_ms(30'000);
+// Without a release thread: every quarter of span_idle_ms a span free washes the spans
+// that have been free for a whole span_idle_ms (the chunk TTL plays no part).
+TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
+  mgr_.set_span_idle_ms(30'000);
+  mgr_.set_chunk_cache_ttl_ms(-1);  // the chunk cache's eviction does not matter here
   ObjectSet set(source_);
   void* a = set.alloc(100000, 0);
   void* spacer1 = set.alloc(100000, 0);
@@ -292,8 +293,8 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
   const int64_t first = os_.released_bytes();
   EXPECT_GE(first, 100000);  // a and the tail
   clock_.advance_ms(5'000);
-  // spacer1 merges a and b into one span free from now on; no look (a quarter TTL has
-  // not passed since the last one).
+  // spacer1 merges a and b into one span free from now on; no look (a quarter of the
+  // idle time has not passed since the last one).
   ObjectSet::free(spacer1);
   EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(20'000);
@@ -303,7 +304,7 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
   clock_.advance_ms(31'000);
   ObjectSet::free(spacer2);  // everything merges into one fresh span
   EXPECT_EQ(os_.released_bytes(), first);
-  mgr_.set_chunk_cache_ttl_ms(-1);  // eviction off: spans are never washed on frees
+  mgr_.set_span_idle_ms(-1);  // off: spans are never washed on frees
   clock_.advance_ms(100'000);
   void* d = set.alloc(100000, 0);
   ObjectSet::free(d);
@@ -311,7 +312,7 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForAChunkTtl) {
 }
 
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
-  mgr_.set_chunk_cache_ttl_ms(-1);  // only the explicit calls below wash
+  mgr_.set_span_idle_ms(-1);  // only the explicit calls below wash
   ObjectSet set(source_);
   void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
   void* old_one = set.alloc(100000, 0);
