@@ -11,9 +11,10 @@ ACHUNK_TLS uint8_t tl_shard_hint;
 
 SubObjectMgr& ObjectMgr::lock_any() {
   int n = open_shards();
-  const int start = tl_shard_hint % n;
-  for (int i = 0; i < n; ++i) {
-    const int s = (start + i) % n;
+  // No division on this path: every big object and slab refill comes through here.
+  const int start = tl_shard_hint < n ? tl_shard_hint : 0;
+  if (shards_[start].lock_.try_lock()) return shards_[start];
+  for (int s = start + 1 == n ? 0 : start + 1; s != start; s = s + 1 == n ? 0 : s + 1) {
     if (shards_[s].lock_.try_lock()) {
       tl_shard_hint = static_cast<uint8_t>(s);
       return shards_[s];
