@@ -52,6 +52,8 @@ class AChunkMgr {
   // stays mapped and reads as zero). For the block layer's wash of free spans. Returns 0
   // or the errno.
   int release_pages(void* addr, int64_t size) { return os_.release_pages(addr, size); }
+  // Bytes of [addr, addr+size) resident now, -1 when unknown (for dumps: a syscall).
+  int64_t resident_bytes(void* addr, int64_t size) { return os_.resident_bytes(addr, size); }
 
   // 0 means no limit. Lowering it below hold() flushes cached chunks, largest first.
   void set_memory_limit(int64_t bytes);

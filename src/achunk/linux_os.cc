@@ -88,6 +88,21 @@ int LinuxOs::release_pages(void* addr, int64_t size) {
   return madvise_retry(addr, size, MADV_DONTNEED);
 }
 
+int64_t LinuxOs::resident_bytes(void* addr, int64_t size) {
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  // One chunk's worth of pages per call, so the vector stays on the stack.
+  constexpr int64_t PIECE_PAGES = 512;
+  unsigned char vec[PIECE_PAGES];
+  int64_t resident = 0;
+  for (int64_t off = 0; off < size; off += PIECE_PAGES * page) {
+    const int64_t len = size - off < PIECE_PAGES * page ? size - off : PIECE_PAGES * page;
+    if (::mincore(static_cast<char*>(addr) + off, static_cast<size_t>(len), vec) != 0) return -1;
+    const int64_t pages = (len + page - 1) / page;
+    for (int64_t i = 0; i < pages; ++i) resident += (vec[i] & 1) * page;
+  }
+  return resident;
+}
+
 OsMemoryInfo LinuxOs::memory_info() {
   OsMemoryInfo info;
   char buf[256];

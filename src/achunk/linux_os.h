@@ -12,6 +12,7 @@ class LinuxOs final : public Os {
   [[nodiscard]] void* map_aligned(int64_t size, int64_t align, int* err) override;
   int unmap(void* addr, int64_t size) override;
   int release_pages(void* addr, int64_t size) override;
+  int64_t resident_bytes(void* addr, int64_t size) override;
   OsMemoryInfo memory_info() override;
 };
 

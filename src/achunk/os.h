@@ -30,6 +30,10 @@ class Os {
   // as zero afterwards. Returns 0 or the errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
 
+  // Bytes of [addr, addr+size) backed by physical pages right now (page-aligned `addr`),
+  // or -1 when the OS cannot tell.
+  virtual int64_t resident_bytes(void* addr, int64_t size) = 0;
+
   virtual OsMemoryInfo memory_info() = 0;
 };
 

@@ -66,6 +66,11 @@ class BlockSet {
   int64_t used() const { return used_; }  // bytes of spans handed out
   int64_t chunk_count() const { return chunk_cnt_; }
 
+  // Calls f(AChunk*) for every chunk the set holds.
+  template <typename F>
+  void for_each_chunk(F f) const {
+    for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) f(chunk);
+  }
   // Calls f(ABlock*) for every span in use, chunk by chunk (for usage scans).
   template <typename F>
   void for_each_used_span(F f) const;

@@ -125,6 +125,11 @@ class ObjectSet {
   int64_t span_used();
   // BlockSet::free_span_bytes over the shards.
   int64_t free_span_bytes(int64_t* washed);
+  // f(AChunk*) for every chunk of every shard, each shard under its lock.
+  template <typename F>
+  void for_each_chunk(F f) {
+    mgr_.for_each([&](BlockSet& bs) { bs.for_each_chunk(f); });
+  }
   // Scans every object in use; fills up to `cap` entries, one per label, and returns the
   // number of labels found. Also sums all objects into *total.
   int scan_usage(LabelUsage* out, int cap, LabelUsage* total);

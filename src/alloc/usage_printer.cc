@@ -22,18 +22,24 @@ struct CtxUsage {
   int64_t free_spans;  // part of free: free spans of blocks (the rest is in slabs)
   int64_t washed;      // part of free_spans: pages given back to the OS
   int shards;          // open ObjectMgr shards
+  int64_t resident;    // bytes of the ctx's chunks backed by physical pages; -1: unknown
   LabelUsage total;
   LabelUsage labels[MAX_LABELS_SHOWN];
   int nlabels;
 };
 
-void measure(ObTenantCtxAllocator& ta, CtxUsage* u) {
+void measure(AChunkMgr& chunk_mgr, ObTenantCtxAllocator& ta, CtxUsage* u) {
   u->nlabels = ta.object_set().scan_usage(u->labels, MAX_LABELS_SHOWN, &u->total);
   u->hold = ta.hold();
   u->used = u->total.used;
   u->free = u->hold - u->total.hold;
   u->free_spans = ta.object_set().free_span_bytes(&u->washed);
   u->shards = ta.object_set().object_mgr().open_shards();
+  u->resident = 0;
+  ta.object_set().for_each_chunk([&](AChunk* chunk) {
+    const int64_t r = chunk_mgr.resident_bytes(chunk, chunk->aligned());
+    u->resident = r < 0 || u->resident < 0 ? -1 : u->resident + r;
+  });
   // Largest hold first; insertion sort, the list is short and this must not allocate.
   for (int i = 1; i < u->nlabels; ++i) {
     const LabelUsage key = u->labels[i];
@@ -55,13 +61,14 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
   std::lock_guard<SpinLock> guard(g_scratch_lock);
   CtxUsage& u = g_scratch;
   for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
-    measure(ta, &u);
+    measure(chunk_mgr_, ta, &u);
     w.str("[MEMORY] tenant_id=").num(static_cast<int64_t>(tenant.tenant_id()), 5);
     w.str(" ctx_id=").str(ctx_name(ta.ctx_id()));
     w.str(" hold=").num(u.hold, NUM_WIDTH, true).str(" used=").num(u.used, NUM_WIDTH, true);
     w.str(" limit=").num(ta.limit(), NUM_WIDTH, true).str(" free=").num(u.free, NUM_WIDTH, true);
     w.str(" free_spans=").num(u.free_spans, NUM_WIDTH, true);
     w.str(" washed=").num(u.washed, NUM_WIDTH, true).str(" shards=").num(u.shards);
+    w.str(" resident=").num(u.resident, NUM_WIDTH, true);
     w.str(" tenant_hold=").num(tenant.hold(), NUM_WIDTH, true).ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
@@ -86,14 +93,14 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
   bool first = true;
   w.str("{\"ctxs\":[");
   for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
-    measure(ta, &u);
+    measure(chunk_mgr_, ta, &u);
     w.str(first ? "{" : ",{");
     first = false;
     w.str("\"tenant_id\":").num(static_cast<int64_t>(tenant.tenant_id()));
     w.str(",\"ctx_id\":").quoted(ctx_name(ta.ctx_id())).str(",\"hold\":").num(u.hold);
     w.str(",\"used\":").num(u.used).str(",\"limit\":").num(ta.limit());
     w.str(",\"free\":").num(u.free).str(",\"free_spans\":").num(u.free_spans);
-    w.str(",\"washed\":").num(u.washed);
+    w.str(",\"washed\":").num(u.washed).str(",\"resident\":").num(u.resident);
     w.str(",\"shards\":").num(u.shards).str(",\"tenant_hold\":").num(tenant.hold());
     w.str(",\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {

@@ -56,6 +56,21 @@ class FakeOs final : public Os {
     return 0;
   }
 
+  // Whatever the test set, capped at the range (default: all of it).
+  int64_t resident_bytes(void*, int64_t size) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++resident_calls_;
+    return resident_per_range_ < 0 || resident_per_range_ > size ? size : resident_per_range_;
+  }
+  void set_resident_per_range(int64_t bytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    resident_per_range_ = bytes;
+  }
+  int64_t resident_calls() {
+    std::lock_guard<std::mutex> g(mu_);
+    return resident_calls_;
+  }
+
   int release_pages(void*, int64_t size) override {
     std::lock_guard<std::mutex> g(mu_);
     ++release_calls_;
@@ -118,6 +133,8 @@ class FakeOs final : public Os {
   int64_t unmap_calls_ = 0;
   int64_t release_calls_ = 0;
   int64_t released_bytes_ = 0;
+  int64_t resident_per_range_ = -1;
+  int64_t resident_calls_ = 0;
   int64_t bad_unmaps_ = 0;
   int64_t mapped_bytes_ = 0;
 };

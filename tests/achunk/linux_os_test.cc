@@ -29,6 +29,27 @@ TEST(LinuxOsTest, MapsAlignedZeroedWritableMemory) {
   }
 }
 
+TEST(LinuxOsTest, ResidentBytesFollowTouchesAndReleases) {
+  LinuxOs os;
+  const int64_t size = 3 * ACHUNK_ALIGN;  // more than one mincore piece
+  int err = 0;
+  char* p = static_cast<char*>(os.map_aligned(size, ACHUNK_ALIGN, &err));
+  ASSERT_NE(p, nullptr) << std::strerror(err);
+  EXPECT_EQ(os.resident_bytes(p, size), 0);  // nothing touched yet
+  const int64_t page = 4096;
+  p[0] = 1;
+  p[ACHUNK_ALIGN + 5 * page] = 1;
+  p[size - 1] = 1;
+  const int64_t touched = os.resident_bytes(p, size);
+  // Three pages, or whole huge pages where THP is "always".
+  EXPECT_GE(touched, 3 * page);
+  EXPECT_LE(touched, size);
+  EXPECT_EQ(os.resident_bytes(p + page, page), 0);  // a page in between stays out
+  EXPECT_EQ(os.release_pages(p, size), 0);
+  EXPECT_EQ(os.resident_bytes(p, size), 0);
+  EXPECT_EQ(os.unmap(p, size), 0);
+}
+
 TEST(LinuxOsTest, ReportsErrnoOnFailure) {
   LinuxOs os;
   int err = 0;

@@ -146,6 +146,23 @@ TEST_F(ObMallocTest, CtxLimitIsHitAtTheBoundaryWithItsReason) {
   ObMallocAllocator::free(b);
 }
 
+TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
+  const ObMemAttr attr(TENANT, "t_print_rss");
+  void* small = alloc_->alloc(100, attr);
+  void* big = alloc_->alloc(3 * 1024 * 1024, attr);  // a dedicated chunk: two chunks in all
+  os_.set_resident_per_range(100 * 1024);
+  const int64_t calls = os_.resident_calls();
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  EXPECT_EQ(os_.resident_calls() - calls, 2);
+  EXPECT_NE(std::string(buf).find(" resident=        204,800 "), std::string::npos) << buf;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
+  os_.set_resident_per_range(-1);
+  ObMallocAllocator::free(big);
+  ObMallocAllocator::free(small);
+}
+
 TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
   const ObMemAttr attr(TENANT, "t_print_wash");
   void* keep = alloc_->alloc(100, attr);  // keeps the chunk held
@@ -163,9 +180,10 @@ TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
   EXPECT_NE(std::string(buf).find(expect), std::string::npos) << buf << "\nwanted" << expect;
   alloc_->print_usage_json(buf, sizeof(buf));
   EXPECT_NE(std::string(buf).find("\"free_spans\":" + std::to_string(washed) +
-                                  ",\"washed\":" + std::to_string(washed) + ",\"shards\":1,"),
+                                  ",\"washed\":" + std::to_string(washed) + ",\"resident\":"),
             std::string::npos)
       << buf;
+  EXPECT_NE(std::string(buf).find(",\"shards\":1,"), std::string::npos) << buf;
   // Reusing the span makes it resident again: no longer counted.
   int64_t washed_now = 0;
   const int64_t free_spans = ta().object_set().free_span_bytes(&washed_now);
