@@ -266,6 +266,13 @@ void BlockSet::free_block(ABlock* block) {
   const int64_t now = source_.now_us();
   *free_span(block) = FreeSpan{now, false};
   insert_free(block);
+  // Half a chunk or more free in one piece is washed at once, as glibc trims its heap
+  // top: when a server goes quiet its last frees (a connection's memory) are big, and no
+  // later free would come to wash them after span_idle_ms.
+  if (n >= WASH_AT_FREE_BLOCKS && source_.span_idle_us() >= 0 &&
+      source_.release_pages(block_data(block), n * ABLOCK_SIZE) == 0) {
+    free_span(block)->washed = true;
+  }
   wash_stale_spans_if_due(now);
 }
 

@@ -77,6 +77,8 @@ class BlockSet {
 
  private:
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
+  // A free span this long (1 MiB) is washed when it forms (unless span_idle_ms is -1).
+  static constexpr int WASH_AT_FREE_BLOCKS = 128;
 
   ABlock* alloc_dedicated(int64_t bytes);
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.

@@ -284,6 +284,10 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   void* spacer2 = set.alloc(100000, 0);
   void* c = set.alloc(100000, 0);
   void* spacer3 = set.alloc(100000, 0);
+  // The rest of the chunk but 6 blocks, so no free span here reaches the length that is
+  // washed as soon as it forms.
+  const int64_t rest = (BLOCKS_PER_CHUNK - 6 * 13 - 6) * ABLOCK_SIZE - AOBJECT_META_SIZE - 8;
+  ASSERT_NE(set.alloc(rest, 0), nullptr);
   ObjectSet::free(a);
   clock_.advance_ms(20'000);
   ObjectSet::free(b);
@@ -309,6 +313,29 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   void* d = set.alloc(100000, 0);
   ObjectSet::free(d);
   EXPECT_EQ(os_.released_bytes(), first);
+}
+
+TEST_F(ObjectSetTest, AFreeSpanOfHalfAChunkIsWashedAsSoonAsItForms) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  constexpr int64_t BIG_META = 2 * AOBJECT_HEADER_SIZE + AOBJECT_TAIL_SIZE;
+  void* keep = set.alloc(13 * ABLOCK_SIZE - BIG_META, 0);
+  void* big = set.alloc(127 * ABLOCK_SIZE - BIG_META, 0);
+  void* after = set.alloc(13 * ABLOCK_SIZE - BIG_META, 0);  // 101 blocks stay free behind it
+  ASSERT_NE(after, nullptr);
+  ObjectSet::free(big);  // 127 blocks: one short, kept with its pages
+  EXPECT_EQ(os_.released_bytes(), 0);
+  ObjectSet::free(after);  // 127 + 13 + 101 blocks in one piece
+  EXPECT_EQ(os_.released_bytes(), 241 * ABLOCK_SIZE);
+  int64_t washed = 0;
+  EXPECT_EQ(set.free_span_bytes(&washed), 241 * ABLOCK_SIZE);
+  EXPECT_EQ(washed, 241 * ABLOCK_SIZE);
+  // Off (-1): nothing is washed on a free, however big.
+  mgr_.set_span_idle_ms(-1);
+  void* again = set.alloc(200 * ABLOCK_SIZE - BIG_META, 0);
+  ObjectSet::free(again);
+  EXPECT_EQ(os_.released_bytes(), 241 * ABLOCK_SIZE);
+  ObjectSet::free(keep);
 }
 
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
