@@ -13,8 +13,8 @@
 # summary of the medians over the rounds with QPS as a ratio to glibc's in the same round.
 # Every server starts with a cold buffer pool (no page-list dump at shutdown, no load at
 # start), so no setting inherits the pages its predecessor read; the idle RSS is also
-# given without the mappings of 200 MiB or more (the buffer pool), which leaves roughly
-# what malloc keeps resident. The server has its own temporary datadir and a unix
+# given without the buffer pool's data pages, which leaves roughly what malloc and the
+# rest of the server keep resident. The server has its own temporary datadir and a unix
 # socket, no TCP, and is stopped and removed at the end even on failure.
 # Usage: bench/sysbench/run.sh
 #   (env: RUN_S=60 IDLE_S=60 POINT_S=30 THREADS=4 ROUNDS=1 SETTINGS="..." OUT=build/sysbench)
@@ -73,19 +73,15 @@ start_server() {  # $1 = preload library or "", $2 = ACHUNK_CONF
 }
 
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status" 2>/dev/null || echo 0; }
-# RSS outside mappings of 200 MiB or more: the 256 MiB buffer pool is one, so this is
-# roughly what malloc (and the rest of the server) keeps resident.
-rss_small_maps_kb() {
-  python3 -c '
-import re, sys
-total, big = 0, False
-for line in open(sys.argv[1]):
-    m = re.match(r"([0-9a-f]+)-([0-9a-f]+) ", line)
-    if m:
-        big = int(m.group(2), 16) - int(m.group(1), 16) >= 200 << 20
-    elif line.startswith("Rss:") and not big:
-        total += int(line.split()[1])
-print(total)' "/proc/$PID/smaps" 2>/dev/null || echo 0
+# Idle RSS minus the bytes of data pages in InnoDB's buffer pool (SHOW GLOBAL STATUS):
+# roughly what malloc and the rest of the server keep resident, whatever the pages the
+# run happened to read. (Summing smaps outside the big mappings does not work: adjacent
+# anonymous mappings merge, so malloc's arenas sometimes join the buffer pool's.)
+rss_minus_pool_kb() {
+  local bytes
+  bytes=$(mariadb --no-defaults --socket="$SOCK" -uroot -N -e \
+    "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_bytes_data'" 2>/dev/null | awk '{print $2}')
+  echo $(($(rss_kb) - ${bytes:-0} / 1024))
 }
 
 SB_COMMON=(--db-driver=mysql --mysql-socket="$SOCK" --mysql-user=root --mysql-db=sbtest
@@ -99,7 +95,7 @@ stop_server
 
 # SETTINGS="glibc achunk_default" runs a subset.
 read -r -a SETTINGS <<<"${SETTINGS:-glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread}"
-: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired idle_small_maps_mib
+: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired idle_rss_minus_pool_mib
 : >"$OUT/rss.dat"
 for round in $(seq 1 "$ROUNDS"); do
   # Rotate: round r starts with setting r-1 (mod the count).
@@ -130,7 +126,7 @@ for round in $(seq 1 "$ROUNDS"); do
       r=$(rss_kb); ((round == 1)) && echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
     done
     idle_end=$(rss_kb)
-    idle_small=$(rss_small_maps_kb)
+    idle_small=$(rss_minus_pool_kb)
     sysbench oltp_point_select "${SB_COMMON[@]}" --threads="$THREADS" --time="$POINT_S" run \
       >"$WORK/ps.log"
     stop_server
@@ -160,13 +156,13 @@ awk -v settings="${SETTINGS[*]}" '
   { row[NR] = $0; r = $1; s = $2; qps[r, s] = $3
     for (f = 3; f <= 10; f++) vals[s, f] = vals[s, f] " " $f }
   END {
-    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS outside maps >= 200 MiB |"
+    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS minus buffer-pool data MiB |"
     print "|---|---|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= NR; i++) { $0 = row[i]; printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }
     print ""
     print "Medians over the rounds:"
     print ""
-    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS outside maps >= 200 MiB |"
+    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS minus buffer-pool data MiB |"
     print "|---|---|---|---|---|---|---|---|---|---|"
     n = split(settings, names, " ")
     for (k = 1; k <= n; k++) {
