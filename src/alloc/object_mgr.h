@@ -50,6 +50,13 @@ class ObjectMgr {
   // f(BlockSet&) for every open shard, each under its lock.
   template <typename F>
   void for_each(F f);
+  // The sum of f(BlockSet&) over the open shards, each under its lock.
+  template <typename F>
+  int64_t sum(F f) {
+    int64_t total = 0;
+    for_each([&](BlockSet& bs) { total += f(bs); });
+    return total;
+  }
   // fork(): every shard's lock held across the fork.
   void lock_all();
   void unlock_all();

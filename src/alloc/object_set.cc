@@ -113,15 +113,11 @@ void ObjectSet::free_span(ABlock* block) {
 }
 
 int64_t ObjectSet::wash_free_spans() {
-  int64_t washed = 0;
-  mgr_.for_each([&](BlockSet& bs) { washed += bs.wash_free_spans(); });
-  return washed;
+  return mgr_.sum([](BlockSet& bs) { return bs.wash_free_spans(); });
 }
 
 int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
-  int64_t washed = 0;
-  mgr_.for_each([&](BlockSet& bs) { washed += bs.wash_stale_spans(min_free_us); });
-  return washed;
+  return mgr_.sum([&](BlockSet& bs) { return bs.wash_stale_spans(min_free_us); });
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {
@@ -242,22 +238,16 @@ ObjectSet* ObjectSet::owner_of(void* ptr) {
 }
 
 int64_t ObjectSet::hold() {
-  int64_t hold = 0;
-  mgr_.for_each([&](BlockSet& bs) { hold += bs.hold(); });
-  return hold;
+  return mgr_.sum([](BlockSet& bs) { return bs.hold(); });
 }
 
 int64_t ObjectSet::span_used() {
-  int64_t used = 0;
-  mgr_.for_each([&](BlockSet& bs) { used += bs.used(); });
-  return used;
+  return mgr_.sum([](BlockSet& bs) { return bs.used(); });
 }
 
 int64_t ObjectSet::free_span_bytes(int64_t* washed) {
-  int64_t bytes = 0;
   *washed = 0;
-  mgr_.for_each([&](BlockSet& bs) { bytes += bs.free_span_bytes(washed); });
-  return bytes;
+  return mgr_.sum([&](BlockSet& bs) { return bs.free_span_bytes(washed); });
 }
 
 }  // namespace achunk

@@ -39,16 +39,13 @@ class ThreadHeap {
   // make_header(IN_USE, label, 0), precomputed by the caller.
   __attribute__((always_inline)) void* alloc_object_fast(int64_t size, uint64_t in_use_header) {
     void* p = pop(size_class_of(size));
-    if (p != nullptr) {
-      store_header(p, in_use_header | static_cast<uint32_t>(size));
-      write_tail(p, static_cast<uint32_t>(size));
-    }
+    if (p != nullptr) init_object(p, size, in_use_header);
     return p;
   }
   // The same, refilling when needed.
   void* alloc_object(int64_t size, uint16_t label) {
     void* p = alloc(size_class_of(size));
-    if (p != nullptr) init_object(p, size, label);
+    if (p != nullptr) init_object(p, size, make_header(ObjectState::IN_USE, label, 0));
     return p;
   }
   // A free of an object on one of the calling thread's slabs.
@@ -64,8 +61,8 @@ class ThreadHeap {
   friend class ObjectSet;
   void* alloc_slow(int sc);
   static void slab_emptied(ABlock* block, Slab* slab);
-  static void init_object(void* p, int64_t size, uint16_t label) {
-    store_header(p, make_header(ObjectState::IN_USE, label, static_cast<uint32_t>(size)));
+  static void init_object(void* p, int64_t size, uint64_t in_use_header) {
+    store_header(p, in_use_header | static_cast<uint32_t>(size));
     write_tail(p, static_cast<uint32_t>(size));
   }
   void on_slab_empty(ABlock* block, Slab* slab);
