@@ -49,6 +49,13 @@ class AChunkList {
   bool empty() const { return head_ts_.load(std::memory_order_relaxed) == EMPTY_TS; }
   // cache_ts_ of the oldest chunk, EMPTY_TS when the list is empty.
   int64_t oldest_ts() const { return head_ts_.load(std::memory_order_relaxed); }
+  // Calls f(AChunk*) for every cached chunk, under the list's lock (for dumps).
+  template <typename F>
+  void for_each(F f) const {
+    lock_.lock();
+    for (AChunk* chunk = head_; chunk != nullptr; chunk = chunk->next_) f(chunk);
+    lock_.unlock();
+  }
 
  private:
   AChunk* unlink_locked(AChunk* chunk);
@@ -58,7 +65,7 @@ class AChunkList {
     c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
   }
 
-  SpinLock lock_;
+  mutable SpinLock lock_;   // mutable: for_each reads under it
   AChunk* head_ = nullptr;  // oldest
   AChunk* tail_ = nullptr;  // newest
   std::atomic<int64_t> head_ts_{EMPTY_TS};

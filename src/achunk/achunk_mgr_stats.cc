@@ -51,6 +51,13 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
     s.max_map_count = info.max_map_count;
     static_assert(sizeof(s.thp_mode) == sizeof(info.thp_mode));
     for (size_t i = 0; i < sizeof(s.thp_mode); ++i) s.thp_mode[i] = info.thp_mode[i];
+    // What unmapping the cache would give back now: the pages the chunks kept, not their size.
+    for (int idx = 0; idx < CACHEABLE_SLOTS; ++idx) {
+      slots_[idx].free_list_.for_each([&](AChunk* chunk) {
+        const int64_t r = os_.resident_bytes(chunk, chunk->aligned());
+        s.cache_resident = r < 0 || s.cache_resident < 0 ? -1 : s.cache_resident + r;
+      });
+    }
   }
   return s;
 }

@@ -33,6 +33,7 @@ constexpr Field MGR_FIELDS[] = {
     {"max_chunk_cache_size", &ChunkMgrStats::max_chunk_cache_size},
     {"chunk_cache_ttl_ms", &ChunkMgrStats::chunk_cache_ttl_ms},
     {"span_idle_ms", &ChunkMgrStats::span_idle_ms},
+    {"cache_resident", &ChunkMgrStats::cache_resident},
 };
 
 struct SlotField {

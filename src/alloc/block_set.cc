@@ -89,12 +89,10 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
 
 int64_t BlockSet::free_span_bytes(int64_t* washed) const {
   int64_t bytes = 0;
-  for (int n = 1; n <= MAX_SPAN; ++n) {
-    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
-      bytes += n * ABLOCK_SIZE;
-      if (free_span(block)->washed) *washed += n * ABLOCK_SIZE;
-    }
-  }
+  for_each_free_span([&](ABlock* block, int64_t n_bytes) {
+    bytes += n_bytes;
+    if (free_span(block)->washed) *washed += n_bytes;
+  });
   return bytes;
 }
 
@@ -240,10 +238,15 @@ void BlockSet::free_block(ABlock* block) {
   block->magic_ = ABlock::MAGIC_CODE;
   int idx = block_index(block);
   int n = block->nblocks_;
+  // The pages that may be dirty: the freed span and neighbours not washed since they
+  // became free (adjacent, so one range).
+  int dirty_from = idx;
+  int dirty_to = idx + n;
   const int next_idx = idx + n;
   if (next_idx < MAX_SPAN) {
     ABlock* next = chunk_block(chunk, next_idx);
     if (!next->in_use()) {
+      if (!free_span(next)->washed) dirty_to += next->nblocks_;
       remove_free(next);
       n += next->nblocks_;
       next->magic_ = 0;
@@ -254,6 +257,7 @@ void BlockSet::free_block(ABlock* block) {
     const int prev_idx = highest_at_or_below(meta->span_bits_, idx - 1);
     ABlock* prev = chunk_block(chunk, prev_idx);
     if (!prev->in_use()) {
+      if (!free_span(prev)->washed) dirty_from = prev_idx;
       remove_free(prev);
       n += prev->nblocks_;
       block->magic_ = 0;
@@ -266,11 +270,13 @@ void BlockSet::free_block(ABlock* block) {
   const int64_t now = source_.now_us();
   *free_span(block) = FreeSpan{now, false};
   insert_free(block);
-  // Half a chunk or more free in one piece is washed at once, as glibc trims its heap
-  // top: when a server goes quiet its last frees (a connection's memory) are big, and no
-  // later free would come to wash them after span_idle_ms.
+  // A free span of WASH_AT_FREE_BLOCKS or more is washed at once (its dirty part only),
+  // as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet its last
+  // frees (a connection's memory) come in one burst, and no later free would come to
+  // wash them after span_idle_ms.
   if (n >= WASH_AT_FREE_BLOCKS && source_.span_idle_us() >= 0 &&
-      source_.release_pages(block_data(block), n * ABLOCK_SIZE) == 0) {
+      source_.release_pages(block_data(chunk_block(chunk, dirty_from)),
+                            (dirty_to - dirty_from) * ABLOCK_SIZE) == 0) {
     free_span(block)->washed = true;
   }
   wash_stale_spans_if_due(now);

@@ -71,14 +71,24 @@ class BlockSet {
   void for_each_chunk(F f) const {
     for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) f(chunk);
   }
+  // Calls f(ABlock*, bytes) for every free span.
+  template <typename F>
+  void for_each_free_span(F f) const {
+    for (int n = 1; n <= MAX_SPAN; ++n) {
+      for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+        f(block, n * ABLOCK_SIZE);
+      }
+    }
+  }
   // Calls f(ABlock*) for every span in use, chunk by chunk (for usage scans).
   template <typename F>
   void for_each_used_span(F f) const;
 
  private:
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
-  // A free span this long (1 MiB) is washed when it forms (unless span_idle_ms is -1).
-  static constexpr int WASH_AT_FREE_BLOCKS = 128;
+  // A free span this long (128 KiB, glibc's default trim threshold) is washed when it
+  // forms (unless span_idle_ms is -1).
+  static constexpr int WASH_AT_FREE_BLOCKS = 16;
 
   ABlock* alloc_dedicated(int64_t bytes);
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.

@@ -98,4 +98,40 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   return n;
 }
 
+void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
+  *u = SpanUsage{};
+  auto add_resident = [&](int64_t* sum, void* addr, int64_t len) {
+    const int64_t r = resident(ctx, addr, len);
+    *sum = r < 0 || *sum < 0 ? -1 : *sum + r;
+  };
+  mgr_.for_each([&](BlockSet& bs) {
+    bs.for_each_used_span([&](ABlock* block) {
+      const Slab* slab = slab_of(block);
+      const int64_t bytes = BlockSet::span_bytes(block);
+      if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) {
+        u->other += bytes;
+      } else if (slab->sc_ == Slab::BIG) {
+        u->big += bytes;
+        add_resident(&u->big_resident, block_data(block), bytes);
+      } else {
+        const int64_t slot = class_slot_size(slab->sc_);
+        char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+        const int carved = slab->carved_.load(std::memory_order_acquire);
+        int64_t live = 0;
+        for (int i = 0; i < carved; ++i, user += slot) {
+          if (header_state(load_header(user)) == ObjectState::IN_USE) live += slot;
+        }
+        u->slabs += bytes;
+        u->slab_slots += carved * slot;
+        u->slab_live += live;
+        u->empty_slabs += live == 0 ? bytes : 0;
+        add_resident(&u->slab_resident, block_data(block), bytes);
+      }
+    });
+    bs.for_each_free_span([&](ABlock* block, int64_t bytes) {
+      add_resident(&u->free_resident, block_data(block), bytes);
+    });
+  });
+}
+
 }  // namespace achunk

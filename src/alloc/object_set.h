@@ -86,6 +86,20 @@ struct LabelUsage {
   int64_t blocks = 0;  // big-object spans (slabs are shared between labels)
 };
 
+// Where a set's spans go, by kind, from a scan (for dumps). `*_resident` are the bytes
+// backed by physical pages, from the caller's residency probe.
+struct SpanUsage {
+  int64_t slabs = 0;        // slab spans
+  int64_t slab_slots = 0;   // of them, slots carved (the rest was never touched)
+  int64_t slab_live = 0;    // of the carved slots, those holding a live object
+  int64_t empty_slabs = 0;  // slab spans without a live object (spare or not yet given back)
+  int64_t slab_resident = 0;
+  int64_t big = 0;  // spans of big objects
+  int64_t big_resident = 0;
+  int64_t other = 0;          // thread heaps and spans lent to memory contexts
+  int64_t free_resident = 0;  // free spans' bytes still in RAM
+};
+
 class ObjectSet {
  public:
   static constexpr int MAX_SETS = object_set_tls::MAX_SETS;
@@ -133,6 +147,10 @@ class ObjectSet {
   // Scans every object in use; fills up to `cap` entries, one per label, and returns the
   // number of labels found. Also sums all objects into *total.
   int scan_usage(LabelUsage* out, int cap, LabelUsage* total);
+  // Sums every span by kind into *u; resident(ctx, addr, len) gives the bytes of a range
+  // in RAM (or -1, which makes the sum -1).
+  using ResidentFn = int64_t (*)(void* ctx, void* addr, int64_t len);
+  void scan_spans(SpanUsage* u, ResidentFn resident, void* ctx);
 
   // The calling thread's heap for this set, created on first use (nullptr if that fails).
   ThreadHeap* heap_for_this_thread() {

@@ -36,15 +36,20 @@ constexpr int64_t class_slot_size(int sc) {
 }
 static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 
-// A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots, room
-// for 8 slots up to 16 KiB and for 4 above, in whole 8 KiB blocks (plus the 8-byte
-// offset), so refills stay rare and little of a chunk is left over.
+// A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots. Above,
+// it is the fewest whole 8 KiB blocks that leave at most an eighth unused (one slot to
+// eight): what a thread's emptied current slab keeps is then at most a few slots, where
+// a fixed 4 or 8 slots held up to 264 KiB per class and thread of an idle server.
+inline constexpr int64_t SLAB_UNIT = 8192;  // the block size (ABLOCK_SIZE)
 constexpr int64_t slab_size(int sc) {
   const int64_t slot = class_slot_size(sc);
   if (slot <= 1024) return 16 * 1024;
-  const int64_t slots = slot <= 16384 ? 8 : 4;
-  return (slots * slot + AOBJECT_HEADER_SIZE + 8191) / 8192 * 8192;
+  // The 8-byte offset keeps user pointers 16-byte aligned.
+  int64_t bytes = (slot + AOBJECT_HEADER_SIZE + SLAB_UNIT - 1) / SLAB_UNIT * SLAB_UNIT;
+  while ((bytes - (bytes - AOBJECT_HEADER_SIZE) / slot * slot) * 8 > bytes) bytes += SLAB_UNIT;
+  return bytes;
 }
+static_assert(slab_size(SIZE_CLASS_COUNT - 1) == 9 * SLAB_UNIT);
 
 // Smallest class whose slot holds `size` user bytes plus the meta, computed.
 constexpr int size_class_compute(int64_t size) {

@@ -41,7 +41,9 @@ void ThreadHeap::slab_emptied(ABlock* block, Slab* slab) {
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   const int sc = slab->sc_;
   if (block == current_[sc] || block == spare_[sc]) return;
-  if (spare_[sc] == nullptr) {
+  // Only small slabs stay as spares: a bigger one holds few slots, so a refill costs
+  // little next to the slots it serves, and an idle thread would keep its pages.
+  if (spare_[sc] == nullptr && slab_size(sc) <= SPARE_SLAB_MAX) {
     spare_[sc] = block;
   } else {
     unlink(sc, block);

@@ -76,8 +76,10 @@ class ThreadHeap {
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
   ABlock* slabs_[SIZE_CLASS_COUNT] = {};  // all slabs of a class, linked via ABlock prev_/next_
-  // One empty slab per class is kept for the next refill, so a thread that frees and
-  // allocates around a slab boundary does not hand the same slab back and forth.
+  static constexpr int64_t SPARE_SLAB_MAX = 16 * 1024;
+  // One empty slab per class (of slabs up to SPARE_SLAB_MAX) is kept for the next refill, so a
+  // thread that frees and allocates around a slab boundary does not hand the same slab back and
+  // forth.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
 };
 

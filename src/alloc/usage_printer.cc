@@ -23,6 +23,7 @@ struct CtxUsage {
   int64_t washed;      // part of free_spans: pages given back to the OS
   int shards;          // open ObjectMgr shards
   int64_t resident;    // bytes of the ctx's chunks backed by physical pages; -1: unknown
+  SpanUsage spans;
   LabelUsage total;
   LabelUsage labels[MAX_LABELS_SHOWN];
   int nlabels;
@@ -35,6 +36,12 @@ void measure(AChunkMgr& chunk_mgr, ObTenantCtxAllocator& ta, CtxUsage* u) {
   u->free = u->hold - u->total.hold;
   u->free_spans = ta.object_set().free_span_bytes(&u->washed);
   u->shards = ta.object_set().object_mgr().open_shards();
+  ta.object_set().scan_spans(
+      &u->spans,
+      [](void* mgr, void* addr, int64_t len) {
+        return static_cast<AChunkMgr*>(mgr)->resident_bytes(addr, len);
+      },
+      &chunk_mgr);
   u->resident = 0;
   ta.object_set().for_each_chunk([&](AChunk* chunk) {
     const int64_t r = chunk_mgr.resident_bytes(chunk, chunk->aligned());
@@ -70,6 +77,21 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
     w.str(" washed=").num(u.washed, NUM_WIDTH, true).str(" shards=").num(u.shards);
     w.str(" resident=").num(u.resident, NUM_WIDTH, true);
     w.str(" tenant_hold=").num(tenant.hold(), NUM_WIDTH, true).ch('\n');
+    const SpanUsage& s = u.spans;
+    w.str("[MEMORY] ctx_id=").str(ctx_name(ta.ctx_id()));
+    w.str(" slabs=")
+        .num(s.slabs, NUM_WIDTH, true)
+        .str(" slab_slots=")
+        .num(s.slab_slots, NUM_WIDTH, true);
+    w.str(" slab_live=").num(s.slab_live, NUM_WIDTH, true);
+    w.str(" empty_slabs=").num(s.empty_slabs, NUM_WIDTH, true);
+    w.str(" slab_resident=").num(s.slab_resident, NUM_WIDTH, true);
+    w.str(" big=")
+        .num(s.big, NUM_WIDTH, true)
+        .str(" big_resident=")
+        .num(s.big_resident, NUM_WIDTH, true);
+    w.str(" other=").num(s.other, NUM_WIDTH, true);
+    w.str(" free_resident=").num(s.free_resident, NUM_WIDTH, true).ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
       w.str("[MEMORY] hold=")
@@ -102,6 +124,12 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
     w.str(",\"free\":").num(u.free).str(",\"free_spans\":").num(u.free_spans);
     w.str(",\"washed\":").num(u.washed).str(",\"resident\":").num(u.resident);
     w.str(",\"shards\":").num(u.shards).str(",\"tenant_hold\":").num(tenant.hold());
+    const SpanUsage& s = u.spans;
+    w.str(",\"spans\":{\"slabs\":").num(s.slabs).str(",\"slab_slots\":").num(s.slab_slots);
+    w.str(",\"slab_live\":").num(s.slab_live).str(",\"empty_slabs\":").num(s.empty_slabs);
+    w.str(",\"slab_resident\":").num(s.slab_resident).str(",\"big\":").num(s.big);
+    w.str(",\"big_resident\":").num(s.big_resident).str(",\"other\":").num(s.other);
+    w.str(",\"free_resident\":").num(s.free_resident).ch('}');
     w.str(",\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];

@@ -40,6 +40,25 @@ TEST_F(ChunkStatsTest, TextDumpHasReferenceLinesAndFields) {
   EXPECT_EQ(lines, 11);
 }
 
+TEST_F(ChunkStatsTest, CacheResidentSumsWhatTheCachedChunksKeepInRam) {
+  AChunk* a = alloc_normal();
+  AChunk* b = alloc_mb(4);
+  AChunk* live = alloc_normal();  // not cached: not counted
+  mgr_.free_chunk(a);
+  mgr_.free_chunk(b);
+  os_.set_resident_per_range(300 * 1024);
+  const int64_t calls = os_.resident_calls();
+  EXPECT_EQ(mgr_.get_stats().cache_resident, 600 * 1024);
+  EXPECT_EQ(os_.resident_calls() - calls, 2);  // one probe per cached chunk
+  EXPECT_EQ(mgr_.get_stats(false).cache_resident, 0);  // no OS figures: no probe
+  char buf[8192];
+  mgr_.print(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find(" cache_resident=        614,400 [OS_PARAMS]"), std::string::npos)
+      << buf;
+  os_.set_resident_per_range(-1);
+  mgr_.free_chunk(live);
+}
+
 TEST_F(ChunkStatsTest, JsonHasTheSameFields) {
   AChunk* a = alloc_normal();
   mgr_.free_chunk(a);

@@ -154,13 +154,44 @@ TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
   const int64_t calls = os_.resident_calls();
   char buf[8192];
   alloc_->print_usage(buf, sizeof(buf));
-  EXPECT_EQ(os_.resident_calls() - calls, 2);
+  // One probe per chunk, then one per slab, big object and free span (the first chunk's
+  // rest); the thread heap's span is not probed.
+  EXPECT_EQ(os_.resident_calls() - calls, 2 + 3);
   EXPECT_NE(std::string(buf).find(" resident=        204,800 "), std::string::npos) << buf;
+  // The fake reports at most a range's size: the whole 16 KiB slab.
+  EXPECT_NE(std::string(buf).find(" slab_resident=         16,384 big="), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find(" free_resident=        102,400\n"), std::string::npos) << buf;
   alloc_->print_usage_json(buf, sizeof(buf));
   EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("\"free_resident\":102400}"), std::string::npos) << buf;
   os_.set_resident_per_range(-1);
   ObMallocAllocator::free(big);
   ObMallocAllocator::free(small);
+}
+
+TEST_F(ObMallocTest, UsagePrintSplitsTheCtxSpansByKind) {
+  const ObMemAttr attr(TENANT, "t_print_spans");
+  void* a = alloc_->alloc(100, attr);  // a 128-byte slot in a 16 KiB slab
+  void* b = alloc_->alloc(100, attr);
+  void* big = alloc_->alloc(200 * 1024 - 64, attr);  // 25 blocks of its own
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  const std::string text(buf);
+  EXPECT_NE(text.find("[MEMORY] ctx_id=DEFAULT_CTX_ID slabs=         16,384 slab_slots="),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" slab_live=            256 empty_slabs=              0 "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" big=        204,800 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" other=          8,192 "), std::string::npos) << text;  // the thread heap
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+  alloc_->print_usage_json(buf, sizeof(buf));
+  // The thread's current slab stays, empty.
+  EXPECT_NE(std::string(buf).find("\"slab_live\":0,\"empty_slabs\":16384,"), std::string::npos)
+      << buf;
+  ObMallocAllocator::free(big);
 }
 
 TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {

@@ -175,6 +175,26 @@ TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
   EXPECT_EQ(set.hold(), 0);
 }
 
+TEST_F(ObjectSetTest, OnlySmallSlabsStayAsSparesWhenTheyEmpty) {
+  ObjectSet set(source_);
+  // 100 bytes: 128-byte slots, 127 to a 16 KiB slab; one more opens a second slab.
+  std::vector<void*> small;
+  for (int i = 0; i < 128; ++i) small.push_back(set.alloc(100, 0));
+  const int64_t with_two_small = set.span_used();
+  for (int i = 0; i < 127; ++i) ObjectSet::free(small[i]);  // the first slab empties
+  EXPECT_EQ(set.span_used(), with_two_small);  // kept as the class's spare
+  // 20000 bytes: 20480-byte slots, 3 to a 64 KiB slab (an eighth or less unused).
+  ASSERT_EQ(slab_size(size_class_of(20000)), 64 * 1024);
+  std::vector<void*> big;
+  for (int i = 0; i < 4; ++i) big.push_back(set.alloc(20000, 0));
+  const int64_t with_two_big = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);  // the first slab empties
+  EXPECT_EQ(set.span_used(), with_two_big - 64 * 1024);  // back to the block layer
+  ObjectSet::free(big[3]);  // the current slab empties: kept for the next allocation
+  EXPECT_EQ(set.span_used(), with_two_big - 64 * 1024);
+  ObjectSet::free(small[127]);
+}
+
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
   ObjectSet set(source_);
   const uint16_t x = label_id("t_scan_x");
@@ -274,68 +294,76 @@ namespace {
 
 // Without a release thread: every quarter of span_idle_ms a span free washes the spans
 // that have been free for a whole span_idle_ms (the chunk TTL plays no part).
+// Spans of `blocks` blocks each, laid out one after another in a fresh chunk.
+static std::vector<ABlock*> take_spans(ObjectSet& set, std::initializer_list<int> blocks) {
+  std::vector<ABlock*> spans;
+  for (int n : blocks) spans.push_back(set.alloc_span(n * ABLOCK_SIZE));
+  return spans;
+}
+
 TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   mgr_.set_span_idle_ms(30'000);
   mgr_.set_chunk_cache_ttl_ms(-1);  // the chunk cache's eviction does not matter here
   ObjectSet set(source_);
-  void* a = set.alloc(100000, 0);
-  void* spacer1 = set.alloc(100000, 0);
-  void* b = set.alloc(100000, 0);
-  void* spacer2 = set.alloc(100000, 0);
-  void* c = set.alloc(100000, 0);
-  void* spacer3 = set.alloc(100000, 0);
-  // The rest of the chunk but 6 blocks, so no free span here reaches the length that is
-  // washed as soon as it forms.
-  const int64_t rest = (BLOCKS_PER_CHUNK - 6 * 13 - 6) * ABLOCK_SIZE - AOBJECT_META_SIZE - 8;
-  ASSERT_NE(set.alloc(rest, 0), nullptr);
-  ObjectSet::free(a);
+  // a, spacer1, b, spacer2, c, spacer3, the rest of the chunk but a 2-block tail: no
+  // free span here reaches the length that is washed as soon as it forms.
+  const std::vector<ABlock*> s = take_spans(set, {2, 2, 2, 2, 2, 2, BLOCKS_PER_CHUNK - 14});
+  ABlock *a = s[0], *spacer1 = s[1], *b = s[2], *spacer2 = s[3], *c = s[4], *spacer3 = s[5];
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  ObjectSet::free_span(a);
   clock_.advance_ms(20'000);
-  ObjectSet::free(b);
+  ObjectSet::free_span(b);
   EXPECT_EQ(os_.released_bytes(), 0);  // a: free for 20 s only
   clock_.advance_ms(11'000);
-  ObjectSet::free(c);  // a: 31 s; b: 11 s; the chunk's untouched tail: 31 s
+  ObjectSet::free_span(c);  // a: 31 s; b: 11 s; the chunk's untouched tail: 31 s
   const int64_t first = os_.released_bytes();
-  EXPECT_GE(first, 100000);  // a and the tail
+  EXPECT_EQ(first, 4 * ABLOCK_SIZE);  // a and the tail
   clock_.advance_ms(5'000);
   // spacer1 merges a and b into one span free from now on; no look (a quarter of the
   // idle time has not passed since the last one).
-  ObjectSet::free(spacer1);
+  ObjectSet::free_span(spacer1);
   EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(20'000);
   // A look: a+spacer1+b has been free for 20 s only, c+spacer3+tail from now on.
-  ObjectSet::free(spacer3);
+  ObjectSet::free_span(spacer3);
   EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(31'000);
-  ObjectSet::free(spacer2);  // everything merges into one fresh span
+  ObjectSet::free_span(spacer2);  // everything merges into one fresh span of 14 blocks
   EXPECT_EQ(os_.released_bytes(), first);
   mgr_.set_span_idle_ms(-1);  // off: spans are never washed on frees
   clock_.advance_ms(100'000);
-  void* d = set.alloc(100000, 0);
-  ObjectSet::free(d);
+  ObjectSet::free_span(set.alloc_span(ABLOCK_SIZE));
   EXPECT_EQ(os_.released_bytes(), first);
+  ObjectSet::free_span(s[6]);
 }
 
-TEST_F(ObjectSetTest, AFreeSpanOfHalfAChunkIsWashedAsSoonAsItForms) {
+TEST_F(ObjectSetTest, AFreeSpanOf128KiBIsWashedAsSoonAsItFormsDirtyPartOnly) {
   mgr_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
-  constexpr int64_t BIG_META = 2 * AOBJECT_HEADER_SIZE + AOBJECT_TAIL_SIZE;
-  void* keep = set.alloc(13 * ABLOCK_SIZE - BIG_META, 0);
-  void* big = set.alloc(127 * ABLOCK_SIZE - BIG_META, 0);
-  void* after = set.alloc(13 * ABLOCK_SIZE - BIG_META, 0);  // 101 blocks stay free behind it
-  ASSERT_NE(after, nullptr);
-  ObjectSet::free(big);  // 127 blocks: one short, kept with its pages
+  // k0 x y z k1 w v k2 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 15, 1, 3, 1, 2, 1, 1, BLOCKS_PER_CHUNK - 25});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  ABlock *x = s[1], *y = s[2], *z = s[3], *k1 = s[4], *w = s[5], *v = s[6];
+  ObjectSet::free_span(x);  // 15 blocks: one short, kept with its pages
   EXPECT_EQ(os_.released_bytes(), 0);
-  ObjectSet::free(after);  // 127 + 13 + 101 blocks in one piece
-  EXPECT_EQ(os_.released_bytes(), 241 * ABLOCK_SIZE);
+  ObjectSet::free_span(y);  // x+y: 16 blocks in one piece
+  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
+  ObjectSet::free_span(z);  // joins the washed x+y: only z's 3 blocks are washed
+  EXPECT_EQ(os_.released_bytes(), 19 * ABLOCK_SIZE);
+  ObjectSet::free_span(w);
+  ObjectSet::free_span(v);  // w+v: 3 blocks, kept
+  EXPECT_EQ(os_.released_bytes(), 19 * ABLOCK_SIZE);
+  // k1 joins x..z (washed) and w+v (not): k1, w and v are washed, 4 blocks.
+  ObjectSet::free_span(k1);
+  EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
   int64_t washed = 0;
-  EXPECT_EQ(set.free_span_bytes(&washed), 241 * ABLOCK_SIZE);
-  EXPECT_EQ(washed, 241 * ABLOCK_SIZE);
+  EXPECT_EQ(set.free_span_bytes(&washed), 23 * ABLOCK_SIZE);
+  EXPECT_EQ(washed, 23 * ABLOCK_SIZE);
   // Off (-1): nothing is washed on a free, however big.
   mgr_.set_span_idle_ms(-1);
-  void* again = set.alloc(200 * ABLOCK_SIZE - BIG_META, 0);
-  ObjectSet::free(again);
-  EXPECT_EQ(os_.released_bytes(), 241 * ABLOCK_SIZE);
-  ObjectSet::free(keep);
+  ObjectSet::free_span(set.alloc_span(200 * ABLOCK_SIZE));
+  EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
+  for (int i : {0, 7, 8}) ObjectSet::free_span(s[i]);
 }
 
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
