@@ -198,6 +198,10 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
   }
   ABlock* block = free_lists_[k];
   remove_free(block);
+  if (free_span(block)->washed_at_free && wash_at_blocks_ < WASH_AT_FREE_MAX_BLOCKS &&
+      source_.now_us() - free_span(block)->freed_us < source_.span_idle_us()) {
+    wash_at_blocks_ *= 2;  // washed for nothing: big spans come and go here
+  }
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (k > n) {
@@ -270,14 +274,15 @@ void BlockSet::free_block(ABlock* block) {
   const int64_t now = source_.now_us();
   *free_span(block) = FreeSpan{now, false};
   insert_free(block);
-  // A free span of WASH_AT_FREE_BLOCKS or more is washed at once (its dirty part only),
+  // A free span of wash_at_blocks_ or more is washed at once (its dirty part only),
   // as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet its last
   // frees (a connection's memory) come in one burst, and no later free would come to
   // wash them after span_idle_ms.
-  if (n >= WASH_AT_FREE_BLOCKS && source_.span_idle_us() >= 0 &&
+  if (n >= wash_at_blocks_ && source_.span_idle_us() >= 0 &&
       source_.release_pages(block_data(chunk_block(chunk, dirty_from)),
                             (dirty_to - dirty_from) * ABLOCK_SIZE) == 0) {
     free_span(block)->washed = true;
+    free_span(block)->washed_at_free = true;
   }
   wash_stale_spans_if_due(now);
 }

@@ -86,9 +86,12 @@ class BlockSet {
 
  private:
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
-  // A free span this long (128 KiB, glibc's default trim threshold) is washed when it
-  // forms (unless span_idle_ms is -1).
+  // A free span of wash_at_blocks_ or more is washed when it forms (unless span_idle_ms
+  // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles up to half
+  // a chunk each time such a span is taken again within span_idle_ms (the wash only cost
+  // faults), as glibc raises its trim threshold when big blocks come and go.
   static constexpr int WASH_AT_FREE_BLOCKS = 16;
+  static constexpr int WASH_AT_FREE_MAX_BLOCKS = 128;
 
   ABlock* alloc_dedicated(int64_t bytes);
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
@@ -103,8 +106,9 @@ class BlockSet {
   int64_t wash_spans_freed_by(int64_t cutoff_us);
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
-    int64_t freed_us;  // when the span (as it is now) became free
-    bool washed;       // its pages were given back since
+    int64_t freed_us;     // when the span (as it is now) became free
+    bool washed;          // its pages were given back since
+    bool washed_at_free;  // by the free that formed it
   };
   static FreeSpan* free_span(ABlock* block) {
     return reinterpret_cast<FreeSpan*>(block->owner_area_);
@@ -119,6 +123,7 @@ class BlockSet {
   int64_t hold_ = 0;
   int64_t used_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
+  int wash_at_blocks_ = WASH_AT_FREE_BLOCKS;
   int64_t chunk_cnt_ = 0;
 };
 

@@ -167,7 +167,7 @@ void ObjectSet::reclaim_abandoned_locked() {
 }
 
 ABlock* ObjectSet::new_slab(int sc) {
-  const int64_t bytes = slab_size(sc);
+  const int64_t bytes = slab_bytes(sc);
   return take_span(bytes, [&](ABlock* block) {
     Slab* slab = new (block->owner_area_) Slab();
     slab->sc_ = static_cast<uint16_t>(sc);

@@ -50,6 +50,17 @@ constexpr int64_t slab_size(int sc) {
   return bytes;
 }
 static_assert(slab_size(SIZE_CLASS_COUNT - 1) == 9 * SLAB_UNIT);
+// From a table at run time (refills and slab releases).
+struct SlabSizeTable {
+  int32_t bytes[SIZE_CLASS_COUNT];
+  constexpr SlabSizeTable() : bytes() {
+    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) bytes[sc] = static_cast<int32_t>(slab_size(sc));
+  }
+};
+inline constexpr SlabSizeTable SLAB_SIZE_TABLE{};
+inline int64_t slab_bytes(int sc) {
+  return SLAB_SIZE_TABLE.bytes[sc];
+}
 
 // Smallest class whose slot holds `size` user bytes plus the meta, computed.
 constexpr int size_class_compute(int64_t size) {

@@ -38,17 +38,39 @@ void ThreadHeap::slab_emptied(ABlock* block, Slab* slab) {
   if (heap != nullptr) heap->on_slab_empty(block, slab);
 }
 
+int64_t ThreadHeap::empty_big_slab_bytes(const ABlock* except) const {
+  int64_t bytes = 0;
+  // Classes up to 1 KiB all have 16 KiB slabs.
+  for (int c = size_class_of(SIZE_CLASS_TABLE_MAX) + 1; c < SIZE_CLASS_COUNT; ++c) {
+    if (slab_bytes(c) <= SPARE_SLAB_MAX) continue;
+    const ABlock* current = current_[c];
+    if (current != nullptr && current != except && slab_of(current_[c])->used_ == 0) {
+      bytes += slab_bytes(c);
+    }
+    if (spare_[c] != nullptr && spare_[c] != except) bytes += slab_bytes(c);
+  }
+  return bytes;
+}
+
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   const int sc = slab->sc_;
-  if (block == current_[sc] || block == spare_[sc]) return;
-  // Only small slabs stay as spares: a bigger one holds few slots, so a refill costs
-  // little next to the slots it serves, and an idle thread would keep its pages.
-  if (spare_[sc] == nullptr && slab_size(sc) <= SPARE_SLAB_MAX) {
-    spare_[sc] = block;
-  } else {
-    unlink(sc, block);
-    ObjectSet::free_span(block);
+  if (block == spare_[sc]) return;
+  const bool current = block == current_[sc];
+  if (slab_bytes(sc) <= SPARE_SLAB_MAX) {
+    if (current) return;
+    if (spare_[sc] == nullptr) {
+      spare_[sc] = block;
+      return;
+    }
+  } else if ((current || spare_[sc] == nullptr) &&
+             empty_big_slab_bytes(block) + slab_bytes(sc) <= EMPTY_BIG_SLAB_MAX) {
+    // Within the budget: kept (as the current slab, or as the spare), so a thread
+    // cycling objects of a big class does not refill at every turn.
+    if (!current) spare_[sc] = block;
+    return;
   }
+  unlink(sc, block);
+  ObjectSet::free_span(block);
 }
 
 void* ThreadHeap::alloc_slow(int sc) {

@@ -13,6 +13,14 @@ namespace achunk {
 
 class ThreadHeap {
  public:
+  // Slabs up to this size may stay as a class's empty spare (see spare_).
+  static constexpr int64_t SPARE_SLAB_MAX = 16 * 1024;
+  // Empty slabs bigger than SPARE_SLAB_MAX (current or spare) a heap keeps, in bytes:
+  // the biggest such slab, so a thread cycling objects of any one class keeps its slab,
+  // while an idle thread's emptied slabs, which would keep their pages for good, hold
+  // at most this much.
+  static constexpr int64_t EMPTY_BIG_SLAB_MAX = 104 * 1024;
+
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
   // A free slot of class sc from the current slab, without a call; nullptr when it has
@@ -76,10 +84,11 @@ class ThreadHeap {
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
   ABlock* slabs_[SIZE_CLASS_COUNT] = {};  // all slabs of a class, linked via ABlock prev_/next_
-  static constexpr int64_t SPARE_SLAB_MAX = 16 * 1024;
-  // One empty slab per class (of slabs up to SPARE_SLAB_MAX) is kept for the next refill, so a
-  // thread that frees and allocates around a slab boundary does not hand the same slab back and
-  // forth.
+  // Bytes of this heap's empty slabs bigger than SPARE_SLAB_MAX, `except` aside.
+  int64_t empty_big_slab_bytes(const ABlock* except) const;
+  // One empty slab per class is kept for the next refill (a bigger one than
+  // SPARE_SLAB_MAX only within EMPTY_BIG_SLAB_MAX), so a thread that frees and allocates
+  // around a slab boundary does not hand the same slab back and forth.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
 };
 

@@ -160,7 +160,8 @@ TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
   EXPECT_NE(std::string(buf).find(" resident=        204,800 "), std::string::npos) << buf;
   // The fake reports at most a range's size: the whole 16 KiB slab.
   EXPECT_NE(std::string(buf).find(" slab_resident=         16,384 big="), std::string::npos) << buf;
-  EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos)
+      << buf;
   EXPECT_NE(std::string(buf).find(" free_resident=        102,400\n"), std::string::npos) << buf;
   alloc_->print_usage_json(buf, sizeof(buf));
   EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;

@@ -175,24 +175,49 @@ TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
   EXPECT_EQ(set.hold(), 0);
 }
 
-TEST_F(ObjectSetTest, OnlySmallSlabsStayAsSparesWhenTheyEmpty) {
+TEST_F(ObjectSetTest, EmptySlabsStayAsSparesAndBigOnesOnlyWithinTheHeapBudget) {
   ObjectSet set(source_);
   // 100 bytes: 128-byte slots, 127 to a 16 KiB slab; one more opens a second slab.
   std::vector<void*> small;
   for (int i = 0; i < 128; ++i) small.push_back(set.alloc(100, 0));
   const int64_t with_two_small = set.span_used();
   for (int i = 0; i < 127; ++i) ObjectSet::free(small[i]);  // the first slab empties
-  EXPECT_EQ(set.span_used(), with_two_small);  // kept as the class's spare
+  EXPECT_EQ(set.span_used(), with_two_small);               // kept as the class's spare
   // 20000 bytes: 20480-byte slots, 3 to a 64 KiB slab (an eighth or less unused).
   ASSERT_EQ(slab_size(size_class_of(20000)), 64 * 1024);
   std::vector<void*> big;
-  for (int i = 0; i < 4; ++i) big.push_back(set.alloc(20000, 0));
-  const int64_t with_two_big = set.span_used();
-  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);  // the first slab empties
-  EXPECT_EQ(set.span_used(), with_two_big - 64 * 1024);  // back to the block layer
-  ObjectSet::free(big[3]);  // the current slab empties: kept for the next allocation
-  EXPECT_EQ(set.span_used(), with_two_big - 64 * 1024);
+  for (int i = 0; i < 7; ++i) big.push_back(set.alloc(20000, 0));  // slabs A, B, C
+  const int64_t with_three = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);  // A empties: the spare
+  EXPECT_EQ(set.span_used(), with_three);
+  for (int i = 3; i < 6; ++i) ObjectSet::free(big[i]);  // B empties: a spare exists
+  EXPECT_EQ(set.span_used(), with_three - 64 * 1024);
+  // C, the current slab, empties: with A kept, 128 KiB would pass the budget.
+  ObjectSet::free(big[6]);
+  EXPECT_EQ(set.span_used(), with_three - 2 * 64 * 1024);
   ObjectSet::free(small[127]);
+}
+
+TEST_F(ObjectSetTest, AHeapKeepsItsEmptyBigCurrentSlabsUpToABudget) {
+  ObjectSet set(source_);
+  // 60000 bytes: one 65536-byte slot to a 72 KiB slab; 45000: two 49152-byte slots to a
+  // 104 KiB slab (the biggest), which is also what a heap keeps of empty ones.
+  ASSERT_EQ(slab_size(size_class_of(60000)), 72 * 1024);
+  ASSERT_EQ(slab_size(size_class_of(45000)), ThreadHeap::EMPTY_BIG_SLAB_MAX);
+  const int64_t before = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(set.alloc(60000, 0));  // the loop keeps its slab
+  const int64_t with_one = set.span_used();
+  EXPECT_EQ(with_one, before + 72 * 1024 + ABLOCK_SIZE);  // the slab and the thread heap
+  for (int i = 0; i < 3; ++i) ObjectSet::free(set.alloc(45000, 0));
+  // 72 KiB empty already: the 104 KiB slab does not fit beside it and goes back.
+  EXPECT_EQ(set.span_used(), with_one);
+  // A slab in use does not count: with the 72 KiB one holding an object, the 104 KiB
+  // one stays.
+  void* hold = set.alloc(60000, 0);
+  ObjectSet::free(set.alloc(45000, 0));
+  EXPECT_EQ(set.span_used(), with_one + 104 * 1024);
+  ObjectSet::free(hold);  // now both are empty: the 72 KiB one goes
+  EXPECT_EQ(set.span_used(), before + 104 * 1024 + ABLOCK_SIZE);
 }
 
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
@@ -364,6 +389,29 @@ TEST_F(ObjectSetTest, AFreeSpanOf128KiBIsWashedAsSoonAsItFormsDirtyPartOnly) {
   ObjectSet::free_span(set.alloc_span(200 * ABLOCK_SIZE));
   EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
   for (int i : {0, 7, 8}) ObjectSet::free_span(s[i]);
+}
+
+TEST_F(ObjectSetTest, ASpanWashedAsItFormedAndTakenBackSoonRaisesTheWashLength) {
+  mgr_.set_span_idle_ms(1'000);
+  ObjectSet set(source_);
+  // k0 x k1 z k2 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, BLOCKS_PER_CHUNK - 51});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  ObjectSet::free_span(s[1]);  // 16 blocks: washed
+  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
+  ABlock* y = set.alloc_span(16 * ABLOCK_SIZE);  // x's span again at once: washed for nothing
+  EXPECT_EQ(y, s[1]);
+  ObjectSet::free_span(y);  // 16 blocks no longer reach the length (now 32)
+  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
+  ObjectSet::free_span(s[3]);  // 32 blocks do
+  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
+  clock_.advance_ms(2'000);
+  // Taken again after a whole idle time: the wash was worth it, the length stays.
+  ABlock* z = set.alloc_span(32 * ABLOCK_SIZE);
+  EXPECT_EQ(z, s[3]);
+  ObjectSet::free_span(z);  // washed again (and y's span, idle for 2 s, by the look)
+  EXPECT_EQ(os_.released_bytes(), (48 + 32 + 16) * ABLOCK_SIZE);
+  for (int i : {0, 2, 4, 5}) ObjectSet::free_span(s[i]);
 }
 
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
