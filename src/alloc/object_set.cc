@@ -166,6 +166,9 @@ void ObjectSet::reclaim_abandoned_locked() {
   }
 }
 
+// size_class.h sizes slabs in whole blocks without depending on the block layer.
+static_assert(SLAB_UNIT == ABLOCK_SIZE);
+
 ABlock* ObjectSet::new_slab(int sc) {
   const int64_t bytes = slab_bytes(sc);
   return take_span(bytes, [&](ABlock* block) {
