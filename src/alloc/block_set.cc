@@ -56,22 +56,23 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
 }
 
 int64_t BlockSet::wash_free_spans() {
-  return wash_spans_freed_by(INT64_MAX);
+  return wash_spans_freed_by(INT64_MAX, false);
 }
 
 int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
-  return wash_spans_freed_by(source_.now_us() - min_free_us);
+  return wash_spans_freed_by(source_.now_us() - min_free_us, true);
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   const int64_t idle = source_.span_idle_us();
   if (idle < 0 || now_us - last_check_us_ < idle / 4) return 0;
   last_check_us_ = now_us;
-  return wash_spans_freed_by(now_us - idle);
+  return wash_spans_freed_by(now_us - idle, true);
 }
 
-int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
+int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us, bool stale) {
   int64_t washed = 0;
+  bool long_enough_sat_dirty = false;
   for (int n = 1; n <= MAX_SPAN; ++n) {
     for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
       // A washed span stays clean while free: nobody touches a free span's pages.
@@ -81,8 +82,15 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
       if (source_.release_pages(block_data(block), bytes) == 0) {
         washed += bytes;
         state->washed = true;
+        long_enough_sat_dirty |= n >= WASH_AT_FREE_BLOCKS;
       }
     }
+  }
+  // A span the starting length would have washed as it formed sat dirty for a whole idle
+  // time: the raised length now costs memory rather than saving faults, so it comes down
+  // (otherwise it only grows, and the last burst before a quiet spell is never washed).
+  if (stale && long_enough_sat_dirty && wash_at_blocks_ > WASH_AT_FREE_BLOCKS) {
+    wash_at_blocks_ /= 2;
   }
   return washed;
 }

@@ -63,6 +63,8 @@ class BlockSet {
   // touched since (a walk of the free lists: for dumps, not for hot paths).
   int64_t free_span_bytes(int64_t* washed) const;
   int64_t hold() const { return hold_; }  // bytes of the chunks held
+  // The free-span length washed as it forms, as it stands now (see WASH_AT_FREE_BLOCKS).
+  int64_t wash_at_bytes() const { return wash_at_blocks_ * ABLOCK_SIZE; }
   int64_t used() const { return used_; }  // bytes of spans handed out
   int64_t chunk_count() const { return chunk_cnt_; }
 
@@ -89,7 +91,9 @@ class BlockSet {
   // A free span of wash_at_blocks_ or more is washed when it forms (unless span_idle_ms
   // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles up to half
   // a chunk each time such a span is taken again within span_idle_ms (the wash only cost
-  // faults), as glibc raises its trim threshold when big blocks come and go.
+  // faults), as glibc raises its trim threshold when big blocks come and go. Unlike
+  // glibc's it comes down again: halved when an idle-time wash finds a span of the
+  // starting length or more that sat dirty for a whole span_idle_ms.
   static constexpr int WASH_AT_FREE_BLOCKS = 16;
   static constexpr int WASH_AT_FREE_MAX_BLOCKS = 128;
 
@@ -102,8 +106,9 @@ class BlockSet {
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
-  // Washes the free spans not washed yet that became free at or before `cutoff_us`.
-  int64_t wash_spans_freed_by(int64_t cutoff_us);
+  // Washes the free spans not washed yet that became free at or before `cutoff_us`;
+  // `stale`: they were free for a whole idle time (so the wash length may come down).
+  int64_t wash_spans_freed_by(int64_t cutoff_us, bool stale);
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
     int64_t freed_us;     // when the span (as it is now) became free

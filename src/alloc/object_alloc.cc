@@ -1,5 +1,6 @@
 // ObjectSet's object paths: alloc (small through the thread heap, big as its own span),
 // free from any thread, in-place resize, and the usage scan.
+#include <algorithm>
 #include <mutex>
 #include <new>
 
@@ -105,6 +106,7 @@ void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
     *sum = r < 0 || *sum < 0 ? -1 : *sum + r;
   };
   mgr_.for_each([&](BlockSet& bs) {
+    u->wash_at = std::max(u->wash_at, bs.wash_at_bytes());
     bs.for_each_used_span([&](ABlock* block) {
       const Slab* slab = slab_of(block);
       const int64_t bytes = BlockSet::span_bytes(block);

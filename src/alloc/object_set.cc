@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <mutex>
 #include <new>
 
@@ -251,6 +252,12 @@ int64_t ObjectSet::span_used() {
 int64_t ObjectSet::free_span_bytes(int64_t* washed) {
   *washed = 0;
   return mgr_.sum([&](BlockSet& bs) { return bs.free_span_bytes(washed); });
+}
+
+int64_t ObjectSet::wash_at_bytes() {
+  int64_t longest = 0;
+  mgr_.for_each([&](BlockSet& bs) { longest = std::max(longest, bs.wash_at_bytes()); });
+  return longest;
 }
 
 }  // namespace achunk

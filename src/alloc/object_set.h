@@ -98,6 +98,7 @@ struct SpanUsage {
   int64_t big_resident = 0;
   int64_t other = 0;          // thread heaps and spans lent to memory contexts
   int64_t free_resident = 0;  // free spans' bytes still in RAM
+  int64_t wash_at = 0;        // the longest wash-as-it-forms length among the shards
 };
 
 class ObjectSet {
@@ -139,6 +140,8 @@ class ObjectSet {
   int64_t span_used();
   // BlockSet::free_span_bytes over the shards.
   int64_t free_span_bytes(int64_t* washed);
+  // The longest wash-as-it-forms length among the shards (BlockSet::wash_at_bytes).
+  int64_t wash_at_bytes();
   // f(AChunk*) for every chunk of every shard, each shard under its lock.
   template <typename F>
   void for_each_chunk(F f) {

@@ -91,7 +91,8 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
         .str(" big_resident=")
         .num(s.big_resident, NUM_WIDTH, true);
     w.str(" other=").num(s.other, NUM_WIDTH, true);
-    w.str(" free_resident=").num(s.free_resident, NUM_WIDTH, true).ch('\n');
+    w.str(" free_resident=").num(s.free_resident, NUM_WIDTH, true);
+    w.str(" wash_at=").num(s.wash_at, 9, true).ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
       w.str("[MEMORY] hold=")
@@ -129,7 +130,8 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
     w.str(",\"slab_live\":").num(s.slab_live).str(",\"empty_slabs\":").num(s.empty_slabs);
     w.str(",\"slab_resident\":").num(s.slab_resident).str(",\"big\":").num(s.big);
     w.str(",\"big_resident\":").num(s.big_resident).str(",\"other\":").num(s.other);
-    w.str(",\"free_resident\":").num(s.free_resident).ch('}');
+    w.str(",\"free_resident\":").num(s.free_resident).str(",\"wash_at\":").num(s.wash_at);
+    w.ch('}');
     w.str(",\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];

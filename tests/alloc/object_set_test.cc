@@ -414,6 +414,40 @@ TEST_F(ObjectSetTest, ASpanWashedAsItFormedAndTakenBackSoonRaisesTheWashLength) 
   for (int i : {0, 2, 4, 5}) ObjectSet::free_span(s[i]);
 }
 
+TEST_F(ObjectSetTest, ASpanOfTheStartingLengthLeftDirtyForAnIdleTimeLowersTheWashLength) {
+  mgr_.set_span_idle_ms(1'000);
+  ObjectSet set(source_);
+  // k0 x k1 z k2 w k3 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, 16, 1, BLOCKS_PER_CHUNK - 68});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  // x and then z washed as they formed and taken back at once: the length is 64 blocks.
+  ObjectSet::free_span(s[1]);
+  ASSERT_EQ(set.alloc_span(16 * ABLOCK_SIZE), s[1]);
+  ObjectSet::free_span(s[3]);
+  ASSERT_EQ(set.alloc_span(32 * ABLOCK_SIZE), s[3]);
+  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 64 * ABLOCK_SIZE);
+  ObjectSet::free_span(s[1]);  // 16 blocks: below the length, x sits dirty
+  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
+  clock_.advance_ms(1'500);
+  // w sits dirty too; the look washes x, free for a whole idle time: one halving.
+  ObjectSet::free_span(s[5]);
+  EXPECT_EQ(os_.released_bytes(), 64 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 32 * ABLOCK_SIZE);
+  clock_.advance_ms(1'500);
+  // k0 joins x (17 blocks, below 32: kept); the look washes w: back to the start.
+  ObjectSet::free_span(s[0]);
+  EXPECT_EQ(os_.released_bytes(), 80 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 16 * ABLOCK_SIZE);
+  clock_.advance_ms(1'500);
+  // k3 joins the washed w: 17 blocks, its own block washed as it forms; the look washes
+  // k0+x. The length never goes below where it started.
+  ObjectSet::free_span(s[6]);
+  EXPECT_EQ(os_.released_bytes(), (80 + 1 + 17) * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 16 * ABLOCK_SIZE);
+  for (int i : {2, 3, 4, 7}) ObjectSet::free_span(s[i]);
+}
+
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
   mgr_.set_span_idle_ms(-1);  // only the explicit calls below wash
   ObjectSet set(source_);
