@@ -196,6 +196,7 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
 
 ABlock* BlockSet::alloc_block(int64_t bytes) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
+  free_streak_ = 0;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
   if (n64 > MAX_SPAN) return alloc_dedicated(bytes);
   const int n = static_cast<int>(n64);
@@ -233,6 +234,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
 void BlockSet::free_block(ABlock* block) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
+  ++free_streak_;
   if (block->dedicated()) {
     used_ -= chunk->hold();
     release_chunk(chunk);
@@ -286,7 +288,9 @@ void BlockSet::free_block(ABlock* block) {
   // as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet its last
   // frees (a connection's memory) come in one burst, and no later free would come to
   // wash them after span_idle_ms.
-  if (n >= wash_at_blocks_ && source_.span_idle_us() >= 0 &&
+  const bool long_enough =
+      n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
+  if (long_enough && source_.span_idle_us() >= 0 &&
       source_.release_pages(block_data(chunk_block(chunk, dirty_from)),
                             (dirty_to - dirty_from) * ABLOCK_SIZE) == 0) {
     free_span(block)->washed = true;

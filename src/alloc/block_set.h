@@ -89,13 +89,19 @@ class BlockSet {
  private:
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
   // A free span of wash_at_blocks_ or more is washed when it forms (unless span_idle_ms
-  // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles up to half
-  // a chunk each time such a span is taken again within span_idle_ms (the wash only cost
-  // faults), as glibc raises its trim threshold when big blocks come and go. Unlike
-  // glibc's it comes down again: halved when an idle-time wash finds a span of the
-  // starting length or more that sat dirty for a whole span_idle_ms.
+  // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles each time
+  // such a span is taken again within span_idle_ms (the wash only cost faults), as glibc
+  // raises its trim threshold when big blocks come and go, up to a length no span inside
+  // a chunk reaches: a busy shard stops washing as spans form (under sysbench that wash
+  // was a madvise and ~4 faults per query). Unlike glibc's it comes down again: halved
+  // when an idle-time wash finds a span of the starting length or more that sat dirty
+  // for a whole span_idle_ms.
   static constexpr int WASH_AT_FREE_BLOCKS = 16;
-  static constexpr int WASH_AT_FREE_MAX_BLOCKS = 128;
+  static constexpr int WASH_AT_FREE_MAX_BLOCKS = 256;
+  // Whatever the length, the WASH_STREAK-th span free in a row with no allocation
+  // between washes a span of 128 KiB or more as it forms: a closing connection frees
+  // its memory in such a run, often the last calls before the server goes quiet.
+  static constexpr int WASH_STREAK = 8;
 
   ABlock* alloc_dedicated(int64_t bytes);
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
@@ -129,6 +135,7 @@ class BlockSet {
   int64_t used_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
   int wash_at_blocks_ = WASH_AT_FREE_BLOCKS;
+  int free_streak_ = 0;  // span frees since the last span allocation
   int64_t chunk_cnt_ = 0;
 };
 

@@ -448,6 +448,38 @@ TEST_F(ObjectSetTest, ASpanOfTheStartingLengthLeftDirtyForAnIdleTimeLowersTheWas
   for (int i : {2, 3, 4, 7}) ObjectSet::free_span(s[i]);
 }
 
+TEST_F(ObjectSetTest, TheWashLengthRisesPastTheLongestSpanYetAStreakOfFreesStillWashes) {
+  mgr_.set_span_idle_ms(1'000);
+  ObjectSet set(source_);
+  // k0 a k1 b k2 c k3 d k4 rest: the whole chunk.
+  const std::vector<ABlock*> s =
+      take_spans(set, {1, 16, 1, 32, 1, 64, 1, 128, 1, BLOCKS_PER_CHUNK - 245});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  // a, b, c and d each washed as they formed and taken back at once: every doubling
+  // counts, up to a length no span inside a chunk reaches (a busy shard stops washing).
+  for (int i : {1, 3, 5, 7}) {
+    const int64_t bytes = BlockSet::span_bytes(s[i]);
+    ObjectSet::free_span(s[i]);
+    ASSERT_EQ(set.alloc_span(bytes), s[i]);
+  }
+  EXPECT_EQ(os_.released_bytes(), 240 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 256 * ABLOCK_SIZE);
+  // Seven span frees in a row, none washed; the eighth forms k0..k2 (51 blocks, more
+  // than the starting length): a run of frees with no allocation between them is what a
+  // closing connection looks like, and no later free may come to wash it.
+  for (int i : {1, 0, 2, 4, 6, 8, 9}) ObjectSet::free_span(s[i]);
+  EXPECT_EQ(os_.released_bytes(), 240 * ABLOCK_SIZE);
+  ObjectSet::free_span(s[3]);
+  EXPECT_EQ(os_.released_bytes(), (240 + 51) * ABLOCK_SIZE);
+  // An allocation ends the streak: c joins k0..k2 and k3 unwashed.
+  ABlock* one = set.alloc_span(ABLOCK_SIZE);
+  ASSERT_EQ(one, s[6]);
+  ObjectSet::free_span(one);
+  ObjectSet::free_span(s[5]);
+  EXPECT_EQ(os_.released_bytes(), (240 + 51) * ABLOCK_SIZE);
+  ObjectSet::free_span(s[7]);
+}
+
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
   mgr_.set_span_idle_ms(-1);  // only the explicit calls below wash
   ObjectSet set(source_);
