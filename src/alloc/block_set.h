@@ -93,9 +93,9 @@ class BlockSet {
   // such a span is taken again within span_idle_ms (the wash only cost faults), as glibc
   // raises its trim threshold when big blocks come and go, up to a length no span inside
   // a chunk reaches: a busy shard stops washing as spans form (under sysbench that wash
-  // was a madvise and ~4 faults per query). Unlike glibc's it comes down again: halved
-  // when an idle-time wash finds a span of the starting length or more that sat dirty
-  // for a whole span_idle_ms.
+  // cost a madvise and five page faults per oltp_read_write transaction). Unlike glibc's
+  // it comes down again: halved when an idle-time wash finds a span of the starting
+  // length or more that sat dirty for a whole span_idle_ms.
   static constexpr int WASH_AT_FREE_BLOCKS = 16;
   static constexpr int WASH_AT_FREE_MAX_BLOCKS = 256;
   // Whatever the length, the WASH_STREAK-th span free in a row with no allocation
