@@ -31,7 +31,7 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
      "often; 0 = no thread"},
     {"span_idle_ms", OptionType::INT, 1000, -1, 86'400'000,
      "a free span inside a chunk idle this long gives its pages back at a later span free "
-     "(or from the release thread), one of 128 KiB (adapting up to 1 MiB) or more at once; "
+     "(or from the release thread), one of 128 KiB or more (adapting to reuse) at once; "
      "-1: only when an allocation fails"},
 };
 
