@@ -234,7 +234,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
 void BlockSet::free_block(ABlock* block) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
-  ++free_streak_;
+  if (free_streak_ < WASH_STREAK) ++free_streak_;  // saturates: only the threshold matters
   if (block->dedicated()) {
     used_ -= chunk->hold();
     release_chunk(chunk);
@@ -284,10 +284,11 @@ void BlockSet::free_block(ABlock* block) {
   const int64_t now = source_.now_us();
   *free_span(block) = FreeSpan{now, false};
   insert_free(block);
-  // A free span of wash_at_blocks_ or more is washed at once (its dirty part only),
-  // as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet its last
-  // frees (a connection's memory) come in one burst, and no later free would come to
-  // wash them after span_idle_ms.
+  // A free span of wash_at_blocks_ or more, or of WASH_AT_FREE_BLOCKS or more at the end
+  // of a streak of frees, is washed at once (its dirty part only), as glibc trims its
+  // heap top past M_TRIM_THRESHOLD: when a server goes quiet its last frees (a
+  // connection's memory) come in one burst, and no later free would come to wash them
+  // after span_idle_ms.
   const bool long_enough =
       n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
   if (long_enough && source_.span_idle_us() >= 0 &&

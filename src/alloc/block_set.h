@@ -135,7 +135,7 @@ class BlockSet {
   int64_t used_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
   int wash_at_blocks_ = WASH_AT_FREE_BLOCKS;
-  int free_streak_ = 0;  // span frees since the last span allocation
+  int free_streak_ = 0;  // span frees since the last span allocation, up to WASH_STREAK
   int64_t chunk_cnt_ = 0;
 };
 

@@ -1,6 +1,5 @@
 // ObjectSet's object paths: alloc (small through the thread heap, big as its own span),
 // free from any thread, in-place resize, and the usage scan.
-#include <algorithm>
 #include <mutex>
 #include <new>
 
@@ -101,12 +100,12 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
 
 void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
   *u = SpanUsage{};
+  u->wash_at = wash_at_bytes();
   auto add_resident = [&](int64_t* sum, void* addr, int64_t len) {
     const int64_t r = resident(ctx, addr, len);
     *sum = r < 0 || *sum < 0 ? -1 : *sum + r;
   };
   mgr_.for_each([&](BlockSet& bs) {
-    u->wash_at = std::max(u->wash_at, bs.wash_at_bytes());
     bs.for_each_used_span([&](ABlock* block) {
       const Slab* slab = slab_of(block);
       const int64_t bytes = BlockSet::span_bytes(block);
