@@ -99,6 +99,7 @@ struct SpanUsage {
   int64_t other = 0;          // thread heaps and spans lent to memory contexts
   int64_t free_resident = 0;  // free spans' bytes still in RAM
   int64_t wash_at = 0;        // the longest wash-as-it-forms length among the shards
+  int64_t heap_trims = 0;     // ObjectSet::heap_trims()
 };
 
 class ObjectSet {
@@ -142,6 +143,8 @@ class ObjectSet {
   int64_t free_span_bytes(int64_t* washed);
   // The longest wash-as-it-forms length among the shards (BlockSet::wash_at_bytes).
   int64_t wash_at_bytes();
+  // Times a thread heap gave back its empty slabs after a run of them (ThreadHeap::trim).
+  int64_t heap_trims() const { return heap_trims_.load(std::memory_order_relaxed); }
   // f(AChunk*) for every chunk of every shard, each shard under its lock.
   template <typename F>
   void for_each_chunk(F f) {
@@ -205,6 +208,7 @@ class ObjectSet {
   ObjectMgr mgr_;  // the block layer, sharded; a shard's lock may be taken under lock_
   SpinLock lock_;  // guards abandoned_
   ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
+  std::atomic<int64_t> heap_trims_{0};
   int index_ = -1;
 };
 

@@ -52,10 +52,37 @@ int64_t ThreadHeap::empty_big_slab_bytes(const ABlock* except) const {
   return bytes;
 }
 
+void ThreadHeap::release(int sc, ABlock* block) {
+  unlink(sc, block);
+  ObjectSet::free_span(block);
+}
+
+void ThreadHeap::trim() {
+  draining_ = true;
+  empty_run_ = 0;
+  set_->heap_trims_.fetch_add(1, std::memory_order_relaxed);
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    for (ABlock* block = slabs_[sc]; block != nullptr;) {
+      ABlock* next = block->next_;
+      collect(slab_of(block));
+      if (slab_of(block)->used_ == 0) release(sc, block);
+      block = next;
+    }
+  }
+}
+
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   const int sc = slab->sc_;
   if (block == spare_[sc]) return;
   const bool current = block == current_[sc];
+  if (draining_) {
+    release(sc, block);
+    return;
+  }
+  if (!current && ++empty_run_ >= TRIM_RUN) {
+    trim();  // gives this slab back too
+    return;
+  }
   if (slab_bytes(sc) <= SPARE_SLAB_MAX) {
     if (current) return;
     if (spare_[sc] == nullptr) {
@@ -69,11 +96,12 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
     if (!current) spare_[sc] = block;
     return;
   }
-  unlink(sc, block);
-  ObjectSet::free_span(block);
+  release(sc, block);
 }
 
 void* ThreadHeap::alloc_slow(int sc) {
+  empty_run_ = 0;
+  draining_ = false;
   ABlock* found = spare_[sc];
   spare_[sc] = nullptr;
   if (found != nullptr) return take(sc, found);
@@ -84,8 +112,7 @@ void* ThreadHeap::alloc_slow(int sc) {
     Slab* slab = slab_of(block);
     collect(slab);
     if (slab->used_ == 0 && found != nullptr && block != current_[sc]) {
-      unlink(sc, block);
-      ObjectSet::free_span(block);
+      release(sc, block);
     } else if (found == nullptr && slab->local_free_ != nullptr) {
       found = block;
     }

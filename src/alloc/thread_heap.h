@@ -20,6 +20,13 @@ class ThreadHeap {
   // while an idle thread's emptied slabs, which would keep their pages for good, hold
   // at most this much.
   static constexpr int64_t EMPTY_BIG_SLAB_MAX = 104 * 1024;
+  // Slabs other than the current one emptied in a row, with no refill of any class
+  // between, after which the heap gives back every empty slab it keeps and stops keeping
+  // them until its next refill. A thread in a steady state refills about once per slab it
+  // empties (the spare it keeps becomes current again), so a run of them means its memory
+  // is shrinking: a closing connection tearing down its session, most likely the
+  // thread's last calls before it waits, idle, for the next one.
+  static constexpr int TRIM_RUN = 8;
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
@@ -74,6 +81,10 @@ class ThreadHeap {
     write_tail(p, static_cast<uint32_t>(size));
   }
   void on_slab_empty(ABlock* block, Slab* slab);
+  // Gives back every empty slab (spares, empty current slabs, slabs emptied by other
+  // threads' frees) and sets draining_.
+  void trim();
+  void release(int sc, ABlock* block);
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
   // Moves the slab's remote frees to its local list.
@@ -90,6 +101,8 @@ class ThreadHeap {
   // SPARE_SLAB_MAX only within EMPTY_BIG_SLAB_MAX), so a thread that frees and allocates
   // around a slab boundary does not hand the same slab back and forth.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
+  int empty_run_ = 0;      // non-current slabs emptied since the last refill
+  bool draining_ = false;  // trimmed since the last refill: emptied slabs go back at once
 };
 
 inline void* ObjectSet::alloc(int64_t size, uint16_t label) {

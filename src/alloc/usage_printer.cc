@@ -92,7 +92,8 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
         .num(s.big_resident, NUM_WIDTH, true);
     w.str(" other=").num(s.other, NUM_WIDTH, true);
     w.str(" free_resident=").num(s.free_resident, NUM_WIDTH, true);
-    w.str(" wash_at=").num(s.wash_at, 9, true).ch('\n');
+    w.str(" wash_at=").num(s.wash_at, 9, true);
+    w.str(" heap_trims=").num(s.heap_trims, 8, true).ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
       w.str("[MEMORY] hold=")
@@ -131,6 +132,7 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
     w.str(",\"slab_resident\":").num(s.slab_resident).str(",\"big\":").num(s.big);
     w.str(",\"big_resident\":").num(s.big_resident).str(",\"other\":").num(s.other);
     w.str(",\"free_resident\":").num(s.free_resident).str(",\"wash_at\":").num(s.wash_at);
+    w.str(",\"heap_trims\":").num(s.heap_trims);
     w.ch('}');
     w.str(",\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {
