@@ -231,7 +231,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
   return block;
 }
 
-void BlockSet::free_block(ABlock* block) {
+void BlockSet::free_block(ABlock* block, bool wash) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (free_streak_ < WASH_STREAK) ++free_streak_;  // saturates: only the threshold matters
@@ -290,7 +290,7 @@ void BlockSet::free_block(ABlock* block) {
   // connection's memory) come in one burst, and no later free would come to wash them
   // after span_idle_ms.
   const bool long_enough =
-      n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
+      wash || n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
   if (long_enough && source_.span_idle_us() >= 0 &&
       source_.release_pages(block_data(chunk_block(chunk, dirty_from)),
                             (dirty_to - dirty_from) * ABLOCK_SIZE) == 0) {

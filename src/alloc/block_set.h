@@ -29,7 +29,9 @@ class BlockSet {
   // A span with at least `bytes` bytes at block_data(), or nullptr (the source's reason is
   // in last_alloc_failure()).
   ABlock* alloc_block(int64_t bytes);
-  void free_block(ABlock* block);
+  // `wash`: the free span it forms is washed (its dirty part) whatever its length, unless
+  // the source's span idle time is negative.
+  void free_block(ABlock* block, bool wash = false);
 
   // Gives the physical pages of every free span not washed yet back to the OS (madvise); the spans
   // stay free and usable, they fault in again when reused. Returns the bytes washed.

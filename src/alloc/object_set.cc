@@ -52,7 +52,7 @@ void arm_thread_exit() {
 
 }  // namespace
 
-ObjectSet::ObjectSet(ChunkSource& source) : mgr_(source, this) {
+ObjectSet::ObjectSet(ChunkSource& source) : source_(source), mgr_(source, this) {
   std::lock_guard<SpinLock> guard(g_sets_lock);
   for (int i = 0; i < MAX_SETS; ++i) {
     if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {
@@ -107,10 +107,10 @@ ABlock* ObjectSet::alloc_span(int64_t bytes) {
   });
 }
 
-void ObjectSet::free_span(ABlock* block) {
+void ObjectSet::free_span(ABlock* block, bool wash) {
   SubObjectMgr& shard = ObjectMgr::shard_of(block);
   std::lock_guard<SpinLock> guard(shard.lock_);
-  shard.block_set_.free_block(block);
+  shard.block_set_.free_block(block, wash);
 }
 
 int64_t ObjectSet::wash_free_spans() {

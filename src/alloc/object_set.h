@@ -67,6 +67,7 @@ struct Slab {
   // object ever reached stay untouched (and, in fresh memory, out of the RSS). Stored by
   // the owner after the headers, read by usage scans.
   std::atomic<uint16_t> carved_{0};
+  uint16_t empty_mark_ = 0;  // owner only: its heap's refill count when it last emptied
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 
@@ -182,8 +183,12 @@ class ObjectSet {
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
   ABlock* alloc_span(int64_t bytes);
-  // Any span of any set, back to the shard that owns it (slabs and big objects too).
-  static void free_span(ABlock* block);
+  // Any span of any set, back to the shard that owns it (slabs and big objects too);
+  // `wash`: the free span it becomes gives its pages back whatever its length.
+  static void free_span(ABlock* block, bool wash = false);
+  // The source's clock and span idle time (see ChunkSource).
+  int64_t now_us() { return source_.now_us(); }
+  int64_t span_idle_us() { return source_.span_idle_us(); }
   // Washes the free spans of every shard (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`.
@@ -205,6 +210,7 @@ class ObjectSet {
   // Big objects and frees onto another thread's slab.
   static void free_slow(void* ptr, ABlock* block, Slab* slab);
 
+  ChunkSource& source_;
   ObjectMgr mgr_;  // the block layer, sharded; a shard's lock may be taken under lock_
   SpinLock lock_;  // guards abandoned_
   ABlock* abandoned_[SIZE_CLASS_COUNT] = {};

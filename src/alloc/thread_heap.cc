@@ -1,5 +1,7 @@
 #include "alloc/thread_heap.h"
 
+#include <algorithm>
+
 namespace achunk {
 
 void ThreadHeap::collect(Slab* slab) {
@@ -52,23 +54,36 @@ int64_t ThreadHeap::empty_big_slab_bytes(const ABlock* except) const {
   return bytes;
 }
 
-void ThreadHeap::release(int sc, ABlock* block) {
+void ThreadHeap::release(int sc, ABlock* block, bool wash) {
   unlink(sc, block);
-  ObjectSet::free_span(block);
+  ObjectSet::free_span(block, wash);
 }
 
 void ThreadHeap::trim() {
-  draining_ = true;
   empty_run_ = 0;
+  // span_idle_ms -1 asks for no washing but when an allocation fails.
+  if (set_->span_idle_us() < 0) return;
+  draining_ = true;
+  trimmed_us_ = set_->now_us();
   set_->heap_trims_.fetch_add(1, std::memory_order_relaxed);
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     for (ABlock* block = slabs_[sc]; block != nullptr;) {
       ABlock* next = block->next_;
       collect(slab_of(block));
-      if (slab_of(block)->used_ == 0) release(sc, block);
+      if (slab_of(block)->used_ == 0) release(sc, block, true);
       block = next;
     }
   }
+}
+
+void ThreadHeap::end_run() {
+  empty_run_ = 0;
+  draining_ = false;
+  ++refill_mark_;
+  if (trimmed_us_ < 0) return;
+  const bool early = set_->now_us() - trimmed_us_ < set_->span_idle_us();
+  trim_run_ = early ? std::min(trim_run_ * 2, TRIM_RUN_MAX) : std::max(trim_run_ / 2, TRIM_RUN);
+  trimmed_us_ = -1;
 }
 
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
@@ -76,12 +91,16 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   if (block == spare_[sc]) return;
   const bool current = block == current_[sc];
   if (draining_) {
-    release(sc, block);
+    release(sc, block, true);
     return;
   }
-  if (!current && ++empty_run_ >= TRIM_RUN) {
-    trim();  // gives this slab back too
-    return;
+  // A slab counts once per refill, so one cycling on its current slab counts once.
+  if (slab->empty_mark_ != refill_mark_) {
+    slab->empty_mark_ = refill_mark_;
+    if (++empty_run_ >= trim_run_) {
+      trim();
+      if (draining_) return;  // the trim gave this slab back too
+    }
   }
   if (slab_bytes(sc) <= SPARE_SLAB_MAX) {
     if (current) return;
@@ -100,8 +119,7 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
 }
 
 void* ThreadHeap::alloc_slow(int sc) {
-  empty_run_ = 0;
-  draining_ = false;
+  end_run();
   ABlock* found = spare_[sc];
   spare_[sc] = nullptr;
   if (found != nullptr) return take(sc, found);

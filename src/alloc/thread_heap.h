@@ -20,13 +20,16 @@ class ThreadHeap {
   // while an idle thread's emptied slabs, which would keep their pages for good, hold
   // at most this much.
   static constexpr int64_t EMPTY_BIG_SLAB_MAX = 104 * 1024;
-  // Slabs other than the current one emptied in a row, with no refill of any class
-  // between, after which the heap gives back every empty slab it keeps and stops keeping
-  // them until its next refill. A thread in a steady state refills about once per slab it
-  // empties (the spare it keeps becomes current again), so a run of them means its memory
-  // is shrinking: a closing connection tearing down its session, most likely the
-  // thread's last calls before it waits, idle, for the next one.
+  // Distinct slabs emptied with no refill of any class between, after which the heap
+  // gives back (and washes) every empty slab it keeps and keeps none that empties until
+  // its next refill. A thread in a steady state refills about once per slab it empties
+  // (the spare it keeps becomes current again), so a run of them means its memory is
+  // shrinking: a closing connection tearing down its session, most likely the thread's
+  // last calls before it waits, idle, for the next one. A trim followed by a refill
+  // within span_idle_ms was early: that heap's run doubles, up to TRIM_RUN_MAX; a later
+  // one halves it back.
   static constexpr int TRIM_RUN = 8;
+  static constexpr int TRIM_RUN_MAX = 1024;
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
@@ -84,7 +87,9 @@ class ThreadHeap {
   // Gives back every empty slab (spares, empty current slabs, slabs emptied by other
   // threads' frees) and sets draining_.
   void trim();
-  void release(int sc, ABlock* block);
+  void release(int sc, ABlock* block, bool wash = false);
+  // At a refill: ends a run, and judges the last trim if there was one since.
+  void end_run();
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
   // Moves the slab's remote frees to its local list.
@@ -101,8 +106,11 @@ class ThreadHeap {
   // SPARE_SLAB_MAX only within EMPTY_BIG_SLAB_MAX), so a thread that frees and allocates
   // around a slab boundary does not hand the same slab back and forth.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
-  int empty_run_ = 0;      // non-current slabs emptied since the last refill
-  bool draining_ = false;  // trimmed since the last refill: emptied slabs go back at once
+  int empty_run_ = 0;         // slabs emptied since the last refill (each counted once)
+  int trim_run_ = TRIM_RUN;   // the run that trims, for this heap
+  uint16_t refill_mark_ = 0;  // refills so far (wrapping): Slab::empty_mark_ compares it
+  bool draining_ = false;     // trimmed since the last refill: emptied slabs go back at once
+  int64_t trimmed_us_ = -1;   // when the last trim ran, until the refill after it
 };
 
 inline void* ObjectSet::alloc(int64_t size, uint16_t label) {

@@ -25,6 +25,19 @@ class ThreadHeapTest : public ChunkMgrTest {
   }
   static constexpr int PER_SLAB = 127;
 
+  // One object in each of `n` classes up to 1 KiB, each on a fresh current slab.
+  static std::vector<void*> one_per_class(ObjectSet& set, int n) {
+    std::vector<void*> out;
+    int last_sc = -1;
+    for (int64_t size = 16; static_cast<int>(out.size()) < n; size += 16) {
+      if (size_class_of(size) == last_sc) continue;
+      last_sc = size_class_of(size);
+      out.push_back(set.alloc(size, 0));
+    }
+    EXPECT_LE(class_slot_size(last_sc), 1024);
+    return out;
+  }
+
   DirectChunkSource source_{mgr_};
 };
 
@@ -54,6 +67,7 @@ TEST_F(ThreadHeapTest, ARunOfEmptiedSlabsGivesBackEveryEmptySlabTheHeapKeeps) {
   const int64_t full = set.span_used();
 
   // Slab 0 empties first and stays as the spare; the next six go back as they empty.
+  // (Each fill refilled, which ended the run the 300-byte slab started.)
   for (int s = 0; s < ThreadHeap::TRIM_RUN - 1; ++s) {
     for (void* p : slabs[s]) ObjectSet::free(p);
   }
@@ -92,6 +106,70 @@ TEST_F(ThreadHeapTest, AThreadThatFillsAndEmptiesSlabsInASteadyStateNeverTrims) 
     for (void* p : slab) ObjectSet::free(p);
   }
   EXPECT_EQ(set.span_used(), steady);
+}
+
+TEST_F(ThreadHeapTest, CurrentSlabsEmptiedInARunAreGivenBackWashed) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  // One object per class, each slab followed by a live big object, so a slab given back
+  // stays a 16 KiB free span of its own: too short for any wash as spans form.
+  std::vector<void*> objs;
+  std::vector<void*> big;
+  int last_sc = -1;
+  for (int64_t size = 16; static_cast<int>(objs.size()) < ThreadHeap::TRIM_RUN; size += 16) {
+    if (size_class_of(size) == last_sc) continue;
+    last_sc = size_class_of(size);
+    objs.push_back(set.alloc(size, 0));
+    big.push_back(set.alloc(SMALL_OBJECT_MAX + 1, 0));
+  }
+  const int64_t with_slabs = set.span_used();
+  const int64_t releases = os_.release_calls();
+  // A thread whose objects each sat alone on their class's current slab (the usual
+  // state of a mostly idle thread): the last free is the eighth slab emptied in the run.
+  for (int i = 0; i + 1 < ThreadHeap::TRIM_RUN; ++i) ObjectSet::free(objs[i]);
+  EXPECT_EQ(set.heap_trims(), 0);
+  EXPECT_EQ(set.span_used(), with_slabs);
+  ObjectSet::free(objs.back());
+  EXPECT_EQ(set.heap_trims(), 1);
+  EXPECT_EQ(set.span_used(), with_slabs - ThreadHeap::TRIM_RUN * SLAB);
+  // Each went back washed, not a span idle time later.
+  EXPECT_EQ(os_.release_calls() - releases, ThreadHeap::TRIM_RUN);
+  int64_t washed = 0;
+  set.free_span_bytes(&washed);
+  EXPECT_GE(washed, ThreadHeap::TRIM_RUN * SLAB);
+  for (void* p : big) ObjectSet::free(p);
+}
+
+TEST_F(ThreadHeapTest, ATrimFollowedByARefillWithinTheSpanIdleTimeDoublesTheRun) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  auto cycle = [&](int n) {
+    std::vector<void*> objs = one_per_class(set, n);
+    for (void* p : objs) ObjectSet::free(p);
+  };
+  cycle(ThreadHeap::TRIM_RUN);
+  EXPECT_EQ(set.heap_trims(), 1);
+  clock_.advance_ms(1'000);
+  // The refill came a second later: the trim was early, so this heap now needs twice the
+  // run.
+  cycle(2 * ThreadHeap::TRIM_RUN - 1);
+  EXPECT_EQ(set.heap_trims(), 1);
+  cycle(2 * ThreadHeap::TRIM_RUN);
+  EXPECT_EQ(set.heap_trims(), 2);
+  // A refill a whole span idle time after the trim halves it again.
+  clock_.advance_ms(30'000);
+  cycle(ThreadHeap::TRIM_RUN);
+  EXPECT_EQ(set.heap_trims(), 3);
+}
+
+TEST_F(ThreadHeapTest, NoTrimWhenSpanWashingIsOff) {
+  mgr_.set_span_idle_ms(-1);
+  ObjectSet set(source_);
+  std::vector<void*> objs = one_per_class(set, 2 * ThreadHeap::TRIM_RUN);
+  const int64_t with_slabs = set.span_used();
+  for (void* p : objs) ObjectSet::free(p);
+  EXPECT_EQ(set.heap_trims(), 0);
+  EXPECT_EQ(set.span_used(), with_slabs);  // every class keeps its current slab
 }
 
 }  // namespace
