@@ -3,7 +3,8 @@
 #   glibc | jemalloc (Debian libjemalloc2) | achunk cache 0 + no eviction (nothing given
 #   back while running: the "before" of the seed) | achunk cache 2M |
 #   achunk default (cache 0 = adaptive, 30 s idle eviction, free spans washed after 1 s)
-# For each: oltp_read_write for RUN_S seconds (QPS, p95, errors, peak RSS, minor faults per transaction), RSS every
+# For each: oltp_read_write for RUN_S seconds (QPS, p95, errors, peak RSS, minor faults and
+# madvise calls per transaction, the latter through perf's syscall tracepoint), RSS every
 # second through an IDLE_S idle window, then oltp_point_select for POINT_S seconds, and
 # the [chunk_mgr] dump the server prints at exit (stats_print). A sixth setting adds the
 # opt-in release thread (release_interval_ms:1000) to the default. Writes results.md and
@@ -30,7 +31,7 @@ TABLES=${TABLES:-4}
 TABLE_SIZE=${TABLE_SIZE:-100000}
 OUT=${OUT:-$ROOT/build/sysbench}
 
-scripts/setup-deps.sh sysbench mariadb-server gnuplot-nox libjemalloc2
+scripts/setup-deps.sh sysbench mariadb-server gnuplot-nox libjemalloc2 linux-perf
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build --target achunk_malloc >/dev/null
 ACHUNK_SO=$ROOT/build/libachunk_malloc.so
@@ -103,7 +104,7 @@ stop_server
 
 # SETTINGS="glibc achunk_default" runs a subset.
 read -r -a SETTINGS <<<"${SETTINGS:-glibc jemalloc achunk_cache0_noevict achunk_cache2M achunk_default achunk_release_thread}"
-: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired idle_rss_minus_pool_mib faults_per_tx
+: >"$OUT/rows.dat"  # round setting qps p95 errors peak_mib idle_end_mib ps_qps expired idle_rss_minus_pool_mib faults_per_tx madvise_per_tx
 : >"$OUT/rss.dat"
 for round in $(seq 1 "$ROUNDS"); do
   # Rotate: round r starts with setting r-1 (mod the count).
@@ -122,6 +123,11 @@ for round in $(seq 1 "$ROUNDS"); do
     start_server "$preload" "$conf"
     peak=0
     faults0=$(minflt)
+    # The server's madvise calls over the read_write run: what washing costs, which QPS on
+    # a noisy VM cannot show. "-" when perf cannot attach (no tracepoints, no permission).
+    perf stat -x, -e syscalls:sys_enter_madvise -p "$PID" -o "$WORK/madvise.csv" \
+      >/dev/null 2>&1 &
+    perf_pid=$!
     sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" --time="$RUN_S" \
       --percentile=95 run >"$WORK/rw.log" &
     sb=$!
@@ -132,6 +138,10 @@ for round in $(seq 1 "$ROUNDS"); do
     done
     wait "$sb"
     faults=$(($(minflt) - faults0))
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    madvise=$(awk -F, '/sys_enter_madvise/ && $1 ~ /^[0-9]+$/ {print $1}' "$WORK/madvise.csv" 2>/dev/null || true)
+    rm -f "$WORK/madvise.csv"
     for _ in $(seq 1 "$IDLE_S"); do
       r=$(rss_kb); ((round == 1)) && echo "$setting $t $r" >>"$OUT/rss.dat"; sleep 1; t=$((t + 1))
     done
@@ -154,7 +164,9 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "$round $setting $qps $p95 $errs $(awk -v k="$peak" 'BEGIN{printf "%.1f", k/1024}')" \
       "$(awk -v k="$idle_end" 'BEGIN{printf "%.1f", k/1024}') $ps_qps ${expired:--}" \
       "$(awk -v k="$idle_small" 'BEGIN{printf "%.1f", k/1024}')" \
-      "$(awk -v f="$faults" -v t="${tx:-0}" 'BEGIN{printf "%.2f", (t > 0 ? f / t : 0)}')" >>"$OUT/rows.dat"
+      "$(awk -v f="$faults" -v t="${tx:-0}" 'BEGIN{printf "%.2f", (t > 0 ? f / t : 0)}')" \
+      "$(awk -v m="${madvise:--}" -v t="${tx:-0}" 'BEGIN{if (m == "-" || t <= 0) print "-"; else printf "%.3f", m / t}')" \
+      >>"$OUT/rows.dat"
   done
 done
 
@@ -166,24 +178,25 @@ awk -v settings="${SETTINGS[*]}" '
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   { row[NR] = $0; r = $1; s = $2; qps[r, s] = $3
-    for (f = 3; f <= 11; f++) vals[s, f] = vals[s, f] " " $f }
+    for (f = 3; f <= 12; f++) vals[s, f] = vals[s, f] " " $f }
   END {
-    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS minus buffer-pool data MiB | minor faults per read_write transaction |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|"
-    for (i = 1; i <= NR; i++) { $0 = row[i]; printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }
+    print "| round | setting | read_write QPS | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS minus buffer-pool data MiB | minor faults per read_write transaction | madvise calls per read_write transaction |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    for (i = 1; i <= NR; i++) { $0 = row[i]; printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }
     print ""
     print "Medians over the rounds:"
     print ""
-    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS minus buffer-pool data MiB | minor faults per read_write transaction |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|"
+    print "| setting | read_write QPS | QPS / glibc (same round) | p95 ms | errors | peak RSS MiB | RSS end of idle MiB | point_select QPS | expired_unmaps | idle RSS minus buffer-pool data MiB | minor faults per read_write transaction | madvise calls per read_write transaction |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|"
     n = split(settings, names, " ")
     for (k = 1; k <= n; k++) {
       s = names[k]; ratios = ""
       for (key in qps) { split(key, p, SUBSEP); if (p[2] == s && qps[p[1], "glibc"] > 0) ratios = ratios " " qps[key] / qps[p[1], "glibc"] }
       expired = vals[s, 9] ~ /-/ ? "-" : median(vals[s, 9])  # not achunk: no dump
-      printf "| %s | %.1f | %.3f | %.2f | %s | %.1f | %.1f | %.1f | %s | %.1f | %.2f |\n", s, median(vals[s, 3]),
+      madv = vals[s, 12] ~ /-/ ? "-" : sprintf("%.3f", median(vals[s, 12]))  # perf could not attach
+      printf "| %s | %.1f | %.3f | %.2f | %s | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s |\n", s, median(vals[s, 3]),
         median(ratios), median(vals[s, 4]), median(vals[s, 5]), median(vals[s, 6]), median(vals[s, 7]),
-        median(vals[s, 8]), expired, median(vals[s, 10]), median(vals[s, 11])
+        median(vals[s, 8]), expired, median(vals[s, 10]), median(vals[s, 11]), madv
     }
   }' "$OUT/rows.dat" >"$OUT/results.md"
 
