@@ -285,10 +285,10 @@ void BlockSet::free_block(ABlock* block, bool wash) {
   *free_span(block) = FreeSpan{now, false};
   insert_free(block);
   // A free span of wash_at_blocks_ or more, or of WASH_AT_FREE_BLOCKS or more at the end
-  // of a streak of frees, is washed at once (its dirty part only), as glibc trims its
-  // heap top past M_TRIM_THRESHOLD: when a server goes quiet its last frees (a
-  // connection's memory) come in one burst, and no later free would come to wash them
-  // after span_idle_ms.
+  // of a streak of frees, or one the caller asks to wash (a heap trim), is washed at once (its
+  // dirty part only), as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet
+  // its last frees (a connection's memory) come in one burst, and no later free would come to wash
+  // them after span_idle_ms.
   const bool long_enough =
       wash || n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
   if (long_enough && source_.span_idle_us() >= 0 &&

@@ -186,9 +186,6 @@ class ObjectSet {
   // Any span of any set, back to the shard that owns it (slabs and big objects too);
   // `wash`: the free span it becomes gives its pages back whatever its length.
   static void free_span(ABlock* block, bool wash = false);
-  // The source's clock and span idle time (see ChunkSource).
-  int64_t now_us() { return source_.now_us(); }
-  int64_t span_idle_us() { return source_.span_idle_us(); }
   // Washes the free spans of every shard (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`.
@@ -197,6 +194,9 @@ class ObjectSet {
 
  private:
   friend class ThreadHeap;
+  // The source's clock and span idle time, for heap trims (see ChunkSource).
+  int64_t now_us() { return source_.now_us(); }
+  int64_t span_idle_us() { return source_.span_idle_us(); }
   ThreadHeap* create_heap();
   // A slab for the calling thread's heap: carved fresh, or one abandoned by another.
   ABlock* new_slab(int sc);
