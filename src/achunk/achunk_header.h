@@ -53,6 +53,10 @@ struct AChunk {
   int64_t cache_ts_ = 0;     // microseconds, stamped when the chunk entered the cache
   AChunk* prev_ = nullptr;
   AChunk* next_ = nullptr;
+  // Handed out straight from a new mapping: no byte of the payload was touched, so it
+  // reads as zero and is not resident (calloc skips its memset). False for a chunk that
+  // comes back from the cache, whatever it held.
+  bool fresh_ = false;
 };
 
 static_assert(sizeof(AChunk) <= ACHUNK_HEADER_SIZE);

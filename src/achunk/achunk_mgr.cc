@@ -104,6 +104,7 @@ AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t ho
   }
   if (hold < old_hold) dec_hold(old_hold - hold);
   chunk->alloc_bytes_ = size;
+  chunk->fresh_ = false;
   chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
   return chunk;
 }
@@ -132,6 +133,7 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
   total_hold_.fetch_add(aligned, std::memory_order_relaxed);
   AChunk* chunk = new (p) AChunk();
   chunk->alloc_bytes_ = size;
+  chunk->fresh_ = true;
   return chunk;
 }
 

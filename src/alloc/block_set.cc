@@ -178,14 +178,16 @@ bool BlockSet::add_chunk() {
   if (chunk == nullptr) return false;
   ABlock* block = take_chunk(chunk);
   block->nblocks_ = MAX_SPAN;
-  *free_span(block) = FreeSpan{source_.now_us(), false};
+  // A fresh mapping counts as washed: nothing to give back, and calloc need not zero it.
+  *free_span(block) = FreeSpan{source_.now_us(), chunk->fresh_};
   insert_free(block);
   return true;
 }
 
-ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
+ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed) {
   AChunk* chunk = source_.alloc_chunk(bytes);
   if (chunk == nullptr) return nullptr;
+  if (zeroed != nullptr) *zeroed = chunk->fresh_;
   ABlock* block = take_chunk(chunk);
   chunk_meta(chunk)->using_cnt_ = 1;
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
@@ -194,11 +196,11 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes) {
   return block;
 }
 
-ABlock* BlockSet::alloc_block(int64_t bytes) {
+ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
   free_streak_ = 0;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
-  if (n64 > MAX_SPAN) return alloc_dedicated(bytes);
+  if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed);
   const int n = static_cast<int>(n64);
   int k = find_free(n);
   if (k < 0) {
@@ -207,6 +209,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes) {
   }
   ABlock* block = free_lists_[k];
   remove_free(block);
+  if (zeroed != nullptr) *zeroed = free_span(block)->washed;
   if (free_span(block)->washed_at_free && wash_at_blocks_ < WASH_AT_FREE_MAX_BLOCKS &&
       source_.now_us() - free_span(block)->freed_us < source_.span_idle_us()) {
     wash_at_blocks_ *= 2;  // washed for nothing: big spans come and go here

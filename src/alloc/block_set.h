@@ -27,8 +27,9 @@ class BlockSet {
   BlockSet& operator=(const BlockSet&) = delete;
 
   // A span with at least `bytes` bytes at block_data(), or nullptr (the source's reason is
-  // in last_alloc_failure()).
-  ABlock* alloc_block(int64_t bytes);
+  // in last_alloc_failure()). *zeroed (when given) tells whether the span's pages are
+  // untouched since mapped or washed, so its bytes read as zero without a memset.
+  ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr);
   // `wash`: the free span it forms is washed (its dirty part) whatever its length, unless
   // the source's span idle time is negative.
   void free_block(ABlock* block, bool wash = false);
@@ -105,7 +106,7 @@ class BlockSet {
   // its memory in such a run, often the last calls before the server goes quiet.
   static constexpr int WASH_STREAK = 8;
 
-  ABlock* alloc_dedicated(int64_t bytes);
+  ABlock* alloc_dedicated(int64_t bytes, bool* zeroed);
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
   ABlock* take_chunk(AChunk* chunk);
   bool add_chunk();
@@ -119,8 +120,10 @@ class BlockSet {
   int64_t wash_spans_freed_by(int64_t cutoff_us, bool stale);
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
-    int64_t freed_us;     // when the span (as it is now) became free
-    bool washed;          // its pages were given back since
+    int64_t freed_us;  // when the span (as it is now) became free
+    // No page holds anything: given back since, or never touched since the chunk was
+    // mapped. Nothing writes to a free span's pages, so it stays true while free.
+    bool washed;
     bool washed_at_free;  // by the free that formed it
   };
   static FreeSpan* free_span(ABlock* block) {

@@ -61,7 +61,12 @@ void* achunk_calloc(size_t count, size_t size) {
   size_t total = 0;
   if (__builtin_mul_overflow(count, size, &total)) return achunk::fail_enomem();
   void* p = achunk_malloc(total);
-  if (p != nullptr) std::memset(p, 0, total);
+  // A big object carved from untouched pages is zero already: writing zeros would only
+  // fault in pages a sparse table (InnoDB's hash tables are calloc'ed) may never use.
+  if (p == nullptr) return nullptr;
+  if (total <= static_cast<size_t>(achunk::SMALL_OBJECT_MAX) || !achunk::ObjectSet::born_zero(p)) {
+    std::memset(p, 0, total);
+  }
   return p;
 }
 

@@ -20,14 +20,24 @@ void* slot_start_user(ABlock* block) {
 }  // namespace
 
 void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
-  ABlock* block = take_span(BIG_OFFSET + size + AOBJECT_TAIL_SIZE, [&](ABlock* block) {
-    new (block->owner_area_) Slab();
-    slab_of(block)->sc_ = Slab::BIG;
-    void* p = slot_start_user(block);
-    store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
-    write_tail(p, static_cast<uint32_t>(size));
-  });
+  bool zeroed = false;
+  ABlock* block = take_span(
+      BIG_OFFSET + size + AOBJECT_TAIL_SIZE,
+      [&](ABlock* block) {
+        new (block->owner_area_) Slab();
+        slab_of(block)->sc_ = Slab::BIG;
+        slab_of(block)->born_zero_ = zeroed;
+        void* p = slot_start_user(block);
+        store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
+        write_tail(p, static_cast<uint32_t>(size));
+      },
+      &zeroed);
   return block != nullptr ? slot_start_user(block) : nullptr;
+}
+
+bool ObjectSet::born_zero(void* ptr) {
+  const Slab* slab = slab_of(BlockSet::ptr2block(header_of(ptr)));
+  return slab->sc_ == Slab::BIG && slab->born_zero_;
 }
 
 void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {

@@ -68,6 +68,9 @@ struct Slab {
   // the owner after the headers, read by usage scans.
   std::atomic<uint16_t> carved_{0};
   uint16_t empty_mark_ = 0;  // owner only: its heap's refill count when it last emptied
+  // A big object's span was untouched (fresh or washed) when the object was carved, so
+  // its bytes read as zero then (see ObjectSet::born_zero).
+  bool born_zero_ = false;
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 
@@ -131,6 +134,10 @@ class ObjectSet {
   static bool carve(ABlock* block);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
+  // Whether the object at `ptr` (a live object of any set) read as zero when it was
+  // handed out: a big object carved from pages untouched since mapped or washed. calloc
+  // asks, right after the allocation, so it need not fault those pages in to zero them.
+  static bool born_zero(void* ptr);
   // Changes the requested size of an object in place when its slot or span allows;
   // returns false (object unchanged) otherwise.
   static bool resize_in_place(void* ptr, int64_t new_size);
@@ -205,8 +212,9 @@ class ObjectSet {
   void* alloc_big(int64_t size, uint16_t label);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
   // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
+  // *zeroed (when given): see BlockSet::alloc_block.
   template <typename Init>
-  ABlock* take_span(int64_t bytes, Init init);
+  ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr);
   // Big objects and frees onto another thread's slab.
   static void free_slow(void* ptr, ABlock* block, Slab* slab);
 
@@ -219,10 +227,10 @@ class ObjectSet {
 };
 
 template <typename Init>
-ABlock* ObjectSet::take_span(int64_t bytes, Init init) {
+ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed) {
   SubObjectMgr& shard = mgr_.lock_any();
   std::lock_guard<SpinLock> guard(shard.lock_, std::adopt_lock);
-  ABlock* block = shard.block_set_.alloc_block(bytes);
+  ABlock* block = shard.block_set_.alloc_block(bytes, zeroed);
   if (block != nullptr) init(block);
   return block;
 }

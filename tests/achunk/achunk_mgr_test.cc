@@ -36,12 +36,14 @@ TEST_F(AChunkMgrTest, MissMapsThenHitReusesWithoutMapping) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % ACHUNK_ALIGN, 0u);
   std::memset(a->data(), 0x5a, ACHUNK_SIZE);  // the whole payload is usable
   EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_TRUE(a->fresh_);  // a new mapping: its payload reads as zero
   mgr_.free_chunk(a);
   EXPECT_EQ(mgr_.get_freelist_hold(), 2 * MB);
   EXPECT_EQ(mgr_.get_used(), 0);
   AChunk* b = alloc_normal();
   EXPECT_EQ(b, a);
   EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_FALSE(b->fresh_);  // from the cache, with whatever the last user wrote
   const ChunkMgrStats s = mgr_.get_stats(false);
   EXPECT_EQ(s.cache_hits, 1);
   EXPECT_EQ(s.cache_misses, 1);

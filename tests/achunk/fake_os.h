@@ -1,10 +1,12 @@
 // Test support: a fake Os that hands out real (heap) memory with the requested
 // alignment, counts every call, checks that unmaps match maps, and fails on demand.
+// Like the kernel's, fresh mappings and released pages read as zero.
 // Depends on the platform interface only.
 #pragma once
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -32,6 +34,7 @@ class FakeOs final : public Os {
       *err = ENOMEM;
       return nullptr;
     }
+    if (zero_fill_) std::memset(p, 0, static_cast<size_t>(size));
     live_[p] = size;
     mapped_bytes_ += size;
     return p;
@@ -71,13 +74,14 @@ class FakeOs final : public Os {
     return resident_calls_;
   }
 
-  int release_pages(void*, int64_t size) override {
+  int release_pages(void* addr, int64_t size) override {
     std::lock_guard<std::mutex> g(mu_);
     ++release_calls_;
     if (fail_releases_ > 0) {
       --fail_releases_;
       return EAGAIN;
     }
+    if (zero_fill_) std::memset(addr, 0, static_cast<size_t>(size));  // MADV_DONTNEED's
     released_bytes_ += size;
     return 0;
   }
@@ -90,6 +94,13 @@ class FakeOs final : public Os {
     info.thp_mode[0] = 'm';
     info.thp_mode[1] = '\0';
     return info;
+  }
+
+  // Off: maps and releases leave the bytes as they are, for tests that map many big
+  // chunks and never read memory they did not write (zeroing would dominate their run).
+  void set_zero_fill(bool on) {
+    std::lock_guard<std::mutex> g(mu_);
+    zero_fill_ = on;
   }
 
   // The next n maps fail with ENOMEM.
@@ -129,6 +140,7 @@ class FakeOs final : public Os {
   std::function<void()> unmap_hook_;
   int fail_maps_ = 0;
   int fail_releases_ = 0;
+  bool zero_fill_ = true;
   int64_t map_calls_ = 0;
   int64_t unmap_calls_ = 0;
   int64_t release_calls_ = 0;

@@ -163,15 +163,57 @@ TEST_F(BlockSetTest, WashReleasesFreeSpansAndKeepsThemUsable) {
   ABlock* b = set.alloc_block(3 * ABLOCK_SIZE);
   ABlock* c = set.alloc_block(ABLOCK_SIZE);
   set.free_block(b);  // a free span of 3 between two used ones, and the chunk's tail
-  const int64_t free_bytes = set.hold() - ACHUNK_HEADER_SIZE - set.used();
-  EXPECT_EQ(set.wash_free_spans(), free_bytes);
-  EXPECT_EQ(os_.released_bytes(), free_bytes);
+  // Only b's pages: the tail was never touched since the chunk was mapped.
+  EXPECT_EQ(set.wash_free_spans(), 3 * ABLOCK_SIZE);
+  EXPECT_EQ(os_.released_bytes(), 3 * ABLOCK_SIZE);
   EXPECT_EQ(set.hold(), 2 * MB);  // washing changes RSS, not what is charged
   ABlock* again = set.alloc_block(3 * ABLOCK_SIZE);
   EXPECT_EQ(again, b);
   std::memset(block_data(again), 1, 3 * ABLOCK_SIZE);
   for (ABlock* s : {a, again, c}) set.free_block(s);
   EXPECT_EQ(set.hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+// calloc skips its memset on spans whose pages nobody touched since they were mapped or
+// washed, so the flag must never claim a span that held data.
+TEST_F(BlockSetTest, ASpanIsZeroedOnlyWhenFreshOrWashedSinceItsLastUse) {
+  mgr_.set_span_idle_ms(30'000);
+  BlockSet set(source_);
+  bool zeroed = false;
+  ABlock* a = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);
+  EXPECT_TRUE(zeroed);  // carved from a fresh chunk
+  ABlock* keep = set.alloc_block(ABLOCK_SIZE, &zeroed);
+  EXPECT_TRUE(zeroed);
+  std::memset(block_data(a), 0x5a, 3 * ABLOCK_SIZE);
+  set.free_block(a);  // 3 blocks between the chunk's start and `keep`: kept dirty
+  ABlock* again = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);
+  EXPECT_EQ(again, a);
+  EXPECT_FALSE(zeroed);
+  EXPECT_EQ(static_cast<unsigned char*>(block_data(again))[0], 0x5a);
+  set.free_block(again);
+  EXPECT_EQ(set.wash_free_spans(), 3 * ABLOCK_SIZE);
+  again = set.alloc_block(2 * ABLOCK_SIZE, &zeroed);  // the front of the washed span
+  EXPECT_TRUE(zeroed);
+  ABlock* rest = set.alloc_block(ABLOCK_SIZE, &zeroed);  // its washed tail, split off
+  EXPECT_EQ(rest, a + 2);
+  EXPECT_TRUE(zeroed);
+  for (ABlock* b : {again, rest, keep}) set.free_block(b);
+
+  // A span bigger than a chunk gets a chunk of its own: fresh once, not from the cache.
+  ABlock* big = set.alloc_block(3 * MB, &zeroed);
+  EXPECT_TRUE(zeroed);
+  std::memset(block_data(big), 1, 3 * MB);
+  set.free_block(big);
+  ABlock* cached = set.alloc_block(3 * MB, &zeroed);
+  EXPECT_EQ(cached, big);
+  EXPECT_FALSE(zeroed);
+  set.free_block(cached);
 }
 
 }  // namespace

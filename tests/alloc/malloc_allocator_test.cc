@@ -450,14 +450,21 @@ namespace {
 
 TEST_F(ObMallocTest, FailedMmapWashesFreeSpansAndTheCacheThenRetries) {
   const ObMemAttr attr(TENANT, "t_wash");
-  void* keep = alloc_->alloc(100, attr);           // one chunk with free spans in it
+  void* keep = alloc_->alloc(100, attr);  // one chunk with free spans in it
+  // A dirty free span of 13 blocks (too short to be washed as it forms) before another.
+  void* dirty = alloc_->alloc(100 * 1024, attr);
+  void* next = alloc_->alloc(100 * 1024, attr);
+  std::memset(dirty, 1, 100 * 1024);
+  ObMallocAllocator::free(dirty);
   mgr_.free_chunk(mgr_.alloc_chunk(ACHUNK_SIZE));  // and one cached chunk
-  os_.fail_next_maps(2);                           // AChunkMgr's own retry fails too
+  const int64_t released = os_.released_bytes();
+  os_.fail_next_maps(2);  // AChunkMgr's own retry fails too
   void* big = alloc_->alloc(3 * MB, attr);
   EXPECT_NE(big, nullptr);  // the retry after the wash succeeded
-  EXPECT_GT(os_.released_bytes(), 0);
+  EXPECT_GT(os_.released_bytes(), released);
   EXPECT_EQ(mgr_.get_freelist_hold(), 0);
   ObMallocAllocator::free(big);
+  ObMallocAllocator::free(next);
   ObMallocAllocator::free(keep);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "achunk/achunk.h"
+#include "achunk/linux_os.h"
 
 namespace {
 
@@ -52,12 +53,38 @@ TEST(MallocShimTest, CallocZeroesAndChecksOverflow) {
   ASSERT_NE(c, nullptr);
   for (int i = 0; i < 200; ++i) ASSERT_EQ(c[i], 0);
   achunk_free(c);
+  // The same with a big object, whose span may or may not have been washed on the free.
+  char* big_dirty = static_cast<char*>(achunk_malloc(200 * 1024));
+  std::memset(big_dirty, 0x7f, 200 * 1024);
+  achunk_free(big_dirty);
+  char* big = static_cast<char*>(achunk_calloc(200, 1024));
+  ASSERT_NE(big, nullptr);
+  for (int i = 0; i < 200 * 1024; ++i) ASSERT_EQ(big[i], 0);
+  achunk_free(big);
   errno = 0;
   EXPECT_EQ(achunk_calloc(SIZE_MAX / 2, 3), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   errno = 0;
   EXPECT_EQ(achunk_reallocarray(nullptr, SIZE_MAX / 2, 3), nullptr);
   EXPECT_EQ(errno, ENOMEM);
+}
+
+// Over 20 MiB a chunk is never cached, so this calloc gets a new mapping: zero already,
+// it must not be written (glibc and jemalloc skip it too), or a sparse table would take
+// all its pages in RAM.
+TEST(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
+  constexpr size_t SIZE = size_t{24} << 20;
+  char* p = static_cast<char*>(achunk_calloc(1, SIZE));
+  ASSERT_NE(p, nullptr);
+  achunk::LinuxOs os;
+  char* page = p - reinterpret_cast<uintptr_t>(p) % 4096;  // mincore wants a page start
+  const int64_t resident = os.resident_bytes(page, SIZE);
+  ASSERT_GE(resident, 0);
+  EXPECT_LT(resident, 64 * 1024);  // the header and the canary's page at most
+  EXPECT_EQ(p[0], 0);
+  EXPECT_EQ(p[SIZE / 2], 0);
+  EXPECT_EQ(p[SIZE - 1], 0);
+  achunk_free(p);
 }
 
 TEST(MallocShimTest, HugeSizesFailWithEnomem) {
