@@ -70,10 +70,14 @@ void ThreadHeap::trim() {
     for (ABlock* block = slabs_[sc]; block != nullptr;) {
       ABlock* next = block->next_;
       collect(slab_of(block));
-      if (slab_of(block)->used_ == 0) release(sc, block, true);
+      if (slab_of(block)->used_ == 0) release(sc, block);
       block = next;
     }
   }
+  // Then every dirty free span of the set, these slabs merged in (one madvise per span):
+  // a server about to go quiet makes no later call to wash what its last second freed,
+  // and trims are too rare (a few per connection's life, at most) to cost faults.
+  set_->wash_free_spans();
 }
 
 void ThreadHeap::end_run() {

@@ -21,11 +21,11 @@ class ThreadHeap {
   // at most this much.
   static constexpr int64_t EMPTY_BIG_SLAB_MAX = 104 * 1024;
   // Distinct slabs emptied with no refill of any class between, after which the heap
-  // gives back (and washes) every empty slab it keeps and keeps none that empties until
-  // its next refill. A thread in a steady state refills about once per slab it empties
-  // (the spare it keeps becomes current again), so a run of them means its memory is
-  // shrinking: a closing connection tearing down its session, most likely the thread's
-  // last calls before it waits, idle, for the next one. A trim followed by a refill
+  // gives back every empty slab it keeps, washes the set's free spans (those slabs
+  // included) and keeps no slab that empties until its next refill. A thread in a steady state
+  // refills about once per slab it empties (the spare it keeps becomes current again), so a run of
+  // them means its memory is shrinking: a closing connection tearing down its session, most likely
+  // the thread's last calls before it waits, idle, for the next one. A trim followed by a refill
   // within span_idle_ms was early: that heap's run doubles, up to TRIM_RUN_MAX; a later
   // one halves it back.
   static constexpr int TRIM_RUN = 8;
@@ -85,7 +85,8 @@ class ThreadHeap {
   }
   void on_slab_empty(ABlock* block, Slab* slab);
   // Gives back every empty slab (spares, empty current slabs, slabs emptied by other
-  // threads' frees) and sets draining_.
+  // threads' frees), washes every free span of the set that is not washed, and sets
+  // draining_.
   void trim();
   void release(int sc, ABlock* block, bool wash = false);
   // At a refill: ends a run, and judges the last trim if there was one since.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -138,6 +139,33 @@ TEST_F(ThreadHeapTest, CurrentSlabsEmptiedInARunAreGivenBackWashed) {
   set.free_span_bytes(&washed);
   EXPECT_GE(washed, ThreadHeap::TRIM_RUN * SLAB);
   for (void* p : big) ObjectSet::free(p);
+}
+
+// A trim is the last a thread does before it waits, often the last call the process
+// makes before going quiet: it also washes what other frees left dirty in the set.
+TEST_F(ThreadHeapTest, ATrimAlsoWashesTheSetsDirtyFreeSpans) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  std::vector<void*> objs = one_per_class(set, ThreadHeap::TRIM_RUN);
+  // A big object's 13 blocks between two live ones, away from the slabs: too short to
+  // be washed as it forms, and no slab given back merges with it.
+  void* before = set.alloc(100 * 1024, 0);
+  void* dirty = set.alloc(100 * 1024, 0);
+  void* after = set.alloc(100 * 1024, 0);
+  std::memset(dirty, 1, 100 * 1024);
+  ObjectSet::free(dirty);
+  int64_t washed = 0;
+  set.free_span_bytes(&washed);
+  const int64_t washed_before = washed;
+  const int64_t released = os_.released_bytes();
+  for (void* p : objs) ObjectSet::free(p);
+  ASSERT_EQ(set.heap_trims(), 1);
+  washed = 0;
+  set.free_span_bytes(&washed);
+  EXPECT_GE(washed - washed_before, 13 * ABLOCK_SIZE);
+  EXPECT_GE(os_.released_bytes() - released, 13 * ABLOCK_SIZE + ThreadHeap::TRIM_RUN * SLAB);
+  ObjectSet::free(after);
+  ObjectSet::free(before);
 }
 
 TEST_F(ThreadHeapTest, ATrimFollowedByARefillWithinTheSpanIdleTimeDoublesTheRun) {
