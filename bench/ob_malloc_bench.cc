@@ -58,6 +58,32 @@ void BM_GlibcMallocFree(benchmark::State& s) {
   malloc_free_pairs<GlibcApi>(s);
 }
 
+// One object at a time: each free empties its slab, and the next malloc takes the slab
+// back (since stop 14 through the slow path: the emptied slab is parked as the spare).
+template <typename Api>
+void lone_pairs(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    void* p = Api::alloc(size);
+    benchmark::DoNotOptimize(p);
+    Api::release(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_ObMallocFreeLone(benchmark::State& s) {
+  lone_pairs<ObApi>(s);
+}
+void BM_JemallocMallocFreeLone(benchmark::State& s) {
+  lone_pairs<JeApi>(s);
+}
+void BM_GlibcMallocFreeLone(benchmark::State& s) {
+  lone_pairs<GlibcApi>(s);
+}
+BENCHMARK(BM_ObMallocFreeLone)->Arg(64)->Arg(4096);
+BENCHMARK(BM_JemallocMallocFreeLone)->Arg(64)->Arg(4096);
+BENCHMARK(BM_GlibcMallocFreeLone)->Arg(64)->Arg(4096);
+
 #define PAIR_SIZES \
   Arg(16)          \
       ->Arg(64)    \

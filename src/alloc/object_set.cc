@@ -83,6 +83,12 @@ ThreadHeap* ObjectSet::create_heap() {
     heap = new (block_data(block)) ThreadHeap(this);
   });
   if (heap == nullptr) return nullptr;
+  {
+    std::lock_guard<SpinLock> guard(heaps_lock_);
+    heap->next_heap_ = heaps_;
+    if (heaps_ != nullptr) heaps_->prev_heap_ = heap;
+    heaps_ = heap;
+  }
   heaps[index_] = heap;
   heap_generation[index_] = gen;
   arm_thread_exit();
@@ -117,11 +123,47 @@ int64_t ObjectSet::wash_free_spans() {
   return mgr_.sum([](BlockSet& bs) { return bs.wash_free_spans(); });
 }
 
+int64_t ObjectSet::reclaim_idle_spares(const ThreadHeap* self) {
+  ABlock* chain = nullptr;
+  int64_t bytes = 0;
+  {
+    std::lock_guard<SpinLock> guard(heaps_lock_);
+    for (ThreadHeap* heap = heaps_; heap != nullptr; heap = heap->next_heap_) {
+      // A heap whose lock is held is in a slow path: busy, not idle.
+      if (heap == self || !heap->lock_.try_lock()) continue;
+      if (heap->activity_ == heap->seen_activity_) chain = heap->give_up_spares(chain, &bytes);
+      heap->seen_activity_ = heap->activity_;
+      heap->lock_.unlock();
+    }
+  }
+  // After the locks: giving spans back takes shard locks, which a heap's owner takes
+  // under its own lock.
+  while (chain != nullptr) {
+    ABlock* next = chain->next_;
+    chain->next_ = nullptr;
+    free_span(chain);
+    chain = next;
+  }
+  if (bytes > 0) spares_reclaimed_.fetch_add(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
 int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
+  reclaim_idle_spares(nullptr);
   return mgr_.sum([&](BlockSet& bs) { return bs.wash_stale_spans(min_free_us); });
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {
+  {
+    // Out of the list first: once it is, no other thread looks at the heap again.
+    std::lock_guard<SpinLock> guard(heaps_lock_);
+    if (heap->prev_heap_ != nullptr) {
+      heap->prev_heap_->next_heap_ = heap->next_heap_;
+    } else {
+      heaps_ = heap->next_heap_;
+    }
+    if (heap->next_heap_ != nullptr) heap->next_heap_->prev_heap_ = heap->prev_heap_;
+  }
   std::lock_guard<SpinLock> guard(lock_);
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     ABlock* block = heap->slabs_[sc];
@@ -221,6 +263,7 @@ void ObjectSet::fork_lock_all() {
   g_sets_lock.lock();
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
+      set->heaps_lock_.lock();
       set->lock_.lock();
       set->mgr_.lock_all();
     }
@@ -232,6 +275,7 @@ void ObjectSet::fork_unlock_all() {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       set->mgr_.unlock_all();
       set->lock_.unlock();
+      set->heaps_lock_.unlock();
     }
   }
   g_sets_lock.unlock();

@@ -100,10 +100,11 @@ struct SpanUsage {
   int64_t slab_resident = 0;
   int64_t big = 0;  // spans of big objects
   int64_t big_resident = 0;
-  int64_t other = 0;          // thread heaps and spans lent to memory contexts
-  int64_t free_resident = 0;  // free spans' bytes still in RAM
-  int64_t wash_at = 0;        // the longest wash-as-it-forms length among the shards
-  int64_t heap_trims = 0;     // ObjectSet::heap_trims()
+  int64_t other = 0;             // thread heaps and spans lent to memory contexts
+  int64_t free_resident = 0;     // free spans' bytes still in RAM
+  int64_t wash_at = 0;           // the longest wash-as-it-forms length among the shards
+  int64_t heap_trims = 0;        // ObjectSet::heap_trims()
+  int64_t spares_reclaimed = 0;  // ObjectSet::spares_reclaimed()
 };
 
 class ObjectSet {
@@ -195,8 +196,16 @@ class ObjectSet {
   static void free_span(ABlock* block, bool wash = false);
   // Washes the free spans of every shard (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
-  // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`.
+  // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`. First
+  // gives back the spares of heaps idle since the previous call (reclaim_idle_spares).
   int64_t wash_stale_spans(int64_t min_free_us);
+  // Gives back the empty spare slabs of every heap but `self` that made no slow-path call
+  // since the previous look and is not in one now; returns their bytes. Without it a
+  // thread that goes idle keeps its last emptied slabs (and their pages) for good. A
+  // heap's trim calls it, and so does the opt-in release thread.
+  int64_t reclaim_idle_spares(const ThreadHeap* self);
+  // Bytes of spares reclaim_idle_spares gave back so far.
+  int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
   void abandon(ThreadHeap* heap);
 
  private:
@@ -223,6 +232,11 @@ class ObjectSet {
   SpinLock lock_;  // guards abandoned_
   ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
   std::atomic<int64_t> heap_trims_{0};
+  std::atomic<int64_t> spares_reclaimed_{0};
+  // The live heaps, for reclaim_idle_spares. Taken with no other lock held, or under a
+  // heap's own lock_ (a trim), in which case other heaps' locks are only tried.
+  SpinLock heaps_lock_;
+  ThreadHeap* heaps_ = nullptr;
   int index_ = -1;
 };
 

@@ -1,6 +1,7 @@
 #include "alloc/thread_heap.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace achunk {
 
@@ -59,6 +60,19 @@ void ThreadHeap::release(int sc, ABlock* block, bool wash) {
   ObjectSet::free_span(block, wash);
 }
 
+ABlock* ThreadHeap::give_up_spares(ABlock* chain, int64_t* bytes) {
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    ABlock* block = spare_[sc];
+    if (block == nullptr) continue;
+    unlink(sc, block);
+    slab_of(block)->owner_thread_.store(nullptr, std::memory_order_relaxed);
+    block->next_ = chain;
+    chain = block;
+    *bytes += slab_bytes(sc);
+  }
+  return chain;
+}
+
 void ThreadHeap::trim() {
   empty_run_ = 0;
   // span_idle_ms -1 asks for no washing but when an allocation fails.
@@ -74,6 +88,9 @@ void ThreadHeap::trim() {
       block = next;
     }
   }
+  // Other heaps idle since the last look keep their spares for good otherwise: their
+  // threads make no call either.
+  set_->reclaim_idle_spares(this);
   // Then every dirty free span of the set, these slabs merged in (one madvise per span):
   // a server about to go quiet makes no later call to wash what its last second freed,
   // and trims are too rare (a few per connection's life, at most) to cost faults.
@@ -91,6 +108,8 @@ void ThreadHeap::end_run() {
 }
 
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
+  std::lock_guard<SpinLock> guard(lock_);
+  ++activity_;
   const int sc = slab->sc_;
   if (block == spare_[sc]) return;
   const bool current = block == current_[sc];
@@ -106,23 +125,29 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
       if (draining_) return;  // the trim gave this slab back too
     }
   }
-  if (slab_bytes(sc) <= SPARE_SLAB_MAX) {
-    if (current) return;
-    if (spare_[sc] == nullptr) {
-      spare_[sc] = block;
-      return;
-    }
-  } else if ((current || spare_[sc] == nullptr) &&
-             empty_big_slab_bytes(block) + slab_bytes(sc) <= EMPTY_BIG_SLAB_MAX) {
-    // Within the budget: kept (as the current slab, or as the spare), so a thread
-    // cycling objects of a big class does not refill at every turn.
-    if (!current) spare_[sc] = block;
+  if (!current && spare_[sc] != nullptr) {
+    release(sc, block);
     return;
   }
-  release(sc, block);
+  // The emptied current slab is parked as the spare (the older spare goes back: its pages
+  // are the colder ones), and the next allocation of its class takes it back in
+  // alloc_slow. Only so can another thread give back the empty slabs of a thread gone
+  // idle: it may take spares under lock_, never a slab the fast path may be using.
+  if (current) current_[sc] = nullptr;
+  if (spare_[sc] != nullptr) release(sc, spare_[sc]);
+  // A slab bigger than SPARE_SLAB_MAX stays only within the heap's EMPTY_BIG_SLAB_MAX, so
+  // a thread cycling objects of one big class keeps its slab but an idle one holds little.
+  if (slab_bytes(sc) > SPARE_SLAB_MAX &&
+      empty_big_slab_bytes(block) + slab_bytes(sc) > EMPTY_BIG_SLAB_MAX) {
+    release(sc, block);
+    return;
+  }
+  spare_[sc] = block;
 }
 
 void* ThreadHeap::alloc_slow(int sc) {
+  std::lock_guard<SpinLock> guard(lock_);
+  ++activity_;
   end_run();
   ABlock* found = spare_[sc];
   spare_[sc] = nullptr;

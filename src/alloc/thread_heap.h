@@ -1,12 +1,14 @@
 // Object layer: ThreadHeap, one thread's slabs of one ObjectSet. Only its thread touches
-// it, so the common alloc and free are a few plain loads and stores. Other threads only
-// compare a slab's owner with their own heap, never dereference it, so a heap can be
-// freed the moment its thread gives it back.
-// Depends on object_set.h.
+// its current slabs, so the common alloc and free are a few plain loads and stores.
+// Other threads compare a slab's owner with their own thread, never with a heap; the one
+// exception, another thread's trim taking an idle heap's empty spares, goes through the
+// set's heap list and the heap's lock_, which the owner holds on its slow paths only.
+// Depends on object_set.h, spin_lock.h.
 #pragma once
 
 #include <atomic>
 
+#include "achunk/spin_lock.h"
 #include "alloc/object_set.h"
 
 namespace achunk {
@@ -84,6 +86,9 @@ class ThreadHeap {
     write_tail(p, static_cast<uint32_t>(size));
   }
   void on_slab_empty(ABlock* block, Slab* slab);
+  // Unlinks every spare onto `chain` (through next_) for the caller to give back; the
+  // caller holds lock_ and the set's heaps_lock_.
+  ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
   // Gives back every empty slab (spares, empty current slabs, slabs emptied by other
   // threads' frees), washes every free span of the set that is not washed, and sets
   // draining_.
@@ -112,6 +117,14 @@ class ThreadHeap {
   uint16_t refill_mark_ = 0;  // refills so far (wrapping): Slab::empty_mark_ compares it
   bool draining_ = false;     // trimmed since the last refill: emptied slabs go back at once
   int64_t trimmed_us_ = -1;   // when the last trim ran, until the refill after it
+  // Held by the owner through alloc_slow and on_slab_empty, the only places that touch
+  // spare_ and the slab lists, and tried by another thread taking this heap's spares. The
+  // fast paths never take it: they touch current slabs only, which nobody else takes.
+  SpinLock lock_;
+  uint64_t activity_ = 0;                // slow-path calls so far (under lock_)
+  uint64_t seen_activity_ = UINT64_MAX;  // activity_ at the last look by another thread
+  ThreadHeap* prev_heap_ = nullptr;      // the set's heaps (ObjectSet::heaps_lock_)
+  ThreadHeap* next_heap_ = nullptr;
 };
 
 inline void* ObjectSet::alloc(int64_t size, uint16_t label) {

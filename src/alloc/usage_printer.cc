@@ -93,7 +93,8 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
     w.str(" other=").num(s.other, NUM_WIDTH, true);
     w.str(" free_resident=").num(s.free_resident, NUM_WIDTH, true);
     w.str(" wash_at=").num(s.wash_at, 9, true);
-    w.str(" heap_trims=").num(s.heap_trims, 8, true).ch('\n');
+    w.str(" heap_trims=").num(s.heap_trims, 8, true);
+    w.str(" spares_reclaimed=").num(s.spares_reclaimed, NUM_WIDTH, true).ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
       w.str("[MEMORY] hold=")
@@ -133,6 +134,7 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
     w.str(",\"big_resident\":").num(s.big_resident).str(",\"other\":").num(s.other);
     w.str(",\"free_resident\":").num(s.free_resident).str(",\"wash_at\":").num(s.wash_at);
     w.str(",\"heap_trims\":").num(s.heap_trims);
+    w.str(",\"spares_reclaimed\":").num(s.spares_reclaimed);
     w.ch('}');
     w.str(",\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -13,6 +17,44 @@ namespace achunk::testing {
 namespace {
 
 constexpr int64_t SLAB = 16 * 1024;  // the slab of every class up to 1 KiB
+
+// A thread that runs what it is given and waits, idle, between: its heaps stay alive
+// without a call, like a server thread waiting for work.
+class IdleThread {
+ public:
+  IdleThread() : thread_([this] { loop(); }) {}
+  ~IdleThread() {
+    run(nullptr);
+    thread_.join();
+  }
+  // Runs f on the thread and waits for it; nullptr ends the thread.
+  void run(std::function<void()> f) {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = std::move(f);
+    quit_ = !job_;
+    pending_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !pending_ || quit_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return pending_; });
+      if (quit_) return;
+      job_();
+      pending_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool pending_ = false;
+  bool quit_ = false;
+  std::thread thread_;
+};
 
 class ThreadHeapTest : public ChunkMgrTest {
  protected:
@@ -198,6 +240,102 @@ TEST_F(ThreadHeapTest, NoTrimWhenSpanWashingIsOff) {
   for (void* p : objs) ObjectSet::free(p);
   EXPECT_EQ(set.heap_trims(), 0);
   EXPECT_EQ(set.span_used(), with_slabs);  // every class keeps its current slab
+}
+
+// An idle thread makes no call, so it cannot give back the slabs its last frees emptied;
+// another heap's trim takes them once a look finds the heap idle since the one before.
+TEST_F(ThreadHeapTest, ATrimGivesBackTheSparesOfHeapsIdleSinceTheLastLook) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  IdleThread idle;
+  // Two objects, each alone on its class's current slab, freed: their slabs are parked
+  // as the classes' spares.
+  idle.run([&] {
+    ObjectSet::free(set.alloc(100, 0));
+    ObjectSet::free(set.alloc(2000, 0));
+  });
+  const int64_t spares = slab_size(size_class_of(100)) + slab_size(size_class_of(2000));
+  auto trim_here = [&] {
+    clock_.advance_ms(30'000);  // each trim on time, so each run stays TRIM_RUN
+    for (void* p : one_per_class(set, ThreadHeap::TRIM_RUN)) ObjectSet::free(p);
+  };
+  trim_here();  // the first look only notes the idle heap's activity
+  ASSERT_EQ(set.heap_trims(), 1);
+  EXPECT_EQ(set.spares_reclaimed(), 0);
+  // A slow-path call since: busy, so it keeps them.
+  idle.run([&] { ObjectSet::free(set.alloc(100, 0)); });
+  trim_here();
+  ASSERT_EQ(set.heap_trims(), 2);
+  EXPECT_EQ(set.spares_reclaimed(), 0);
+  const int64_t before = set.span_used();
+  trim_here();
+  ASSERT_EQ(set.heap_trims(), 3);
+  EXPECT_EQ(set.spares_reclaimed(), spares);
+  EXPECT_EQ(set.span_used(), before - spares);
+  // Given back washed: the trim washes the free spans they became.
+  int64_t washed = 0;
+  const int64_t free_bytes = set.free_span_bytes(&washed);
+  EXPECT_EQ(washed, free_bytes);
+  // The idle thread carries on with new slabs.
+  idle.run([&] {
+    void* p = set.alloc(100, 0);
+    std::memset(p, 7, 100);
+    void* q = set.alloc(2000, 0);
+    std::memset(q, 8, 2000);
+    EXPECT_EQ(static_cast<unsigned char*>(p)[99], 7);
+    ObjectSet::free(p);
+    ObjectSet::free(q);
+  });
+}
+
+// The opt-in release thread's visit (wash_stale_spans) looks too.
+TEST_F(ThreadHeapTest, TheReleaseThreadsVisitGivesBackIdleHeapsSpares) {
+  ObjectSet set(source_);
+  IdleThread idle;
+  idle.run([&] { ObjectSet::free(set.alloc(100, 0)); });
+  set.wash_stale_spans(0);
+  EXPECT_EQ(set.spares_reclaimed(), 0);
+  set.wash_stale_spans(0);
+  EXPECT_EQ(set.spares_reclaimed(), SLAB);
+  set.wash_stale_spans(0);  // nothing left to take
+  EXPECT_EQ(set.spares_reclaimed(), SLAB);
+}
+
+// Owners cycling objects through their slabs while another thread keeps taking spares:
+// no object is lost or overwritten (and TSan sees the locking).
+TEST_F(ThreadHeapTest, TakingSparesRacesSafelyWithTheirOwners) {
+  ObjectSet set(source_);
+  std::atomic<bool> stop{false};
+  auto owner = [&](unsigned char mark) {
+    std::vector<unsigned char*> live;
+    for (int i = 0; i < 20'000; ++i) {
+      const int64_t size = 16 + (i * 37) % 3000;
+      auto* p = static_cast<unsigned char*>(set.alloc(size, 0));
+      ASSERT_NE(p, nullptr);
+      std::memset(p, mark, 16);
+      live.push_back(p);
+      // Mostly one object at a time, so slabs empty and park as spares again and again.
+      if (live.size() > static_cast<size_t>(i % 3)) {
+        for (unsigned char* q : live) {
+          ASSERT_EQ(q[0], mark);
+          ASSERT_EQ(q[15], mark);
+          ObjectSet::free(q);
+        }
+        live.clear();
+      }
+    }
+    for (unsigned char* q : live) ObjectSet::free(q);
+  };
+  std::thread a(owner, 0xA1);
+  std::thread b(owner, 0xB2);
+  std::thread thief([&] {
+    while (!stop.load()) set.reclaim_idle_spares(nullptr);
+  });
+  a.join();
+  b.join();
+  stop.store(true);
+  thief.join();
+  EXPECT_EQ(set.span_used(), 0);  // the exited owners left nothing behind
 }
 
 }  // namespace
