@@ -15,9 +15,9 @@ namespace achunk {
 
 class ThreadHeap {
  public:
-  // Slabs up to this size may stay as a class's empty spare (see spare_).
+  // Slabs up to this size always stay as a class's empty spare (see spare_).
   static constexpr int64_t SPARE_SLAB_MAX = 16 * 1024;
-  // Empty slabs bigger than SPARE_SLAB_MAX (current or spare) a heap keeps, in bytes:
+  // Empty slabs bigger than SPARE_SLAB_MAX (spares, parked or not) a heap keeps, in bytes:
   // the biggest such slab, so a thread cycling objects of any one class keeps its slab,
   // while an idle thread's emptied slabs, which would keep their pages for good, hold
   // at most this much.
