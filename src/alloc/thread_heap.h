@@ -90,8 +90,8 @@ class ThreadHeap {
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
   // Gives back every empty slab (spares, empty current slabs, slabs emptied by other
-  // threads' frees), washes every free span of the set that is not washed, and sets
-  // draining_.
+  // threads' frees) and the spares of other heaps idle since the last look, washes every
+  // free span of the set that is not washed, and sets draining_.
   void trim();
   void release(int sc, ABlock* block, bool wash = false);
   // At a refill: ends a run, and judges the last trim if there was one since.
@@ -119,7 +119,8 @@ class ThreadHeap {
   int64_t trimmed_us_ = -1;   // when the last trim ran, until the refill after it
   // Held by the owner through alloc_slow and on_slab_empty, the only places that touch
   // spare_ and the slab lists, and tried by another thread taking this heap's spares. The
-  // fast paths never take it: they touch current slabs only, which nobody else takes.
+  // fast paths never take it: they touch current slabs and slabs holding live objects,
+  // never a spare, and nobody else takes those.
   SpinLock lock_;
   uint64_t activity_ = 0;                // slow-path calls so far (under lock_)
   uint64_t seen_activity_ = UINT64_MAX;  // activity_ at the last look by another thread
