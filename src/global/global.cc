@@ -43,7 +43,10 @@ void warn_to_stderr(void*, const char* message) {
 
 Globals* create_globals() {
   alignas(Globals) static unsigned char storage[sizeof(Globals)];
-  Globals* g = new (storage) Globals();
+  // Default-initialised, not value-initialised: `Globals()` would first zero the whole
+  // object, and the tenant directory's 3 MB of ctx storage (bss, untouched until a ctx is
+  // created) would then sit in RAM in every process the drop-in malloc is loaded into.
+  Globals* g = new (storage) Globals;
   parse_conf(::getenv("ACHUNK_CONF"), &g->options, &warn_to_stderr, nullptr);
   g->apply();
   global_detail::malloc_allocator.store(&g->malloc_allocator, std::memory_order_release);
