@@ -197,7 +197,7 @@ void child_main(const Mode& mode, const Timing& t, int cmd_fd, int out_fd) {
   AChunkMgr mgr(os, clock);
   mgr.set_max_chunk_cache_size(mode.cache_size, true);
   mgr.set_chunk_cache_ttl_ms(mode.evict ? t.ttl_ms : -1);
-  static ObMallocAllocator objs(mgr);  // ~400 KiB of directory: not on the stack
+  static ObMallocAllocator objs(mgr);  // ~3 MB of directory: not on the stack
 
   static Result r;
   std::vector<double> chunk_rates;
