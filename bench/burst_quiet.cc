@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "achunk/achunk_mgr.h"
-#include "achunk/clock.h"
-#include "achunk/linux_os.h"
-#include "alloc/malloc_allocator.h"
+#include "achunk/chunk/achunk_mgr.h"
+#include "achunk/platform/clock.h"
+#include "achunk/platform/linux_os.h"
+#include "alloc/object/malloc_allocator.h"
 
 namespace achunk {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <cstdlib>
 
-#include "achunk/achunk_mgr.h"
-#include "achunk/clock.h"
-#include "achunk/linux_os.h"
+#include "achunk/chunk/achunk_mgr.h"
+#include "achunk/platform/clock.h"
+#include "achunk/platform/linux_os.h"
 
 namespace achunk {
 namespace {

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "achunk/linux_os.h"
+#include "achunk/platform/linux_os.h"
 #include "context/context_guard.h"
 
 namespace achunk {

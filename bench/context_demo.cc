@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "achunk/achunk.hpp"
-#include "achunk/linux_os.h"
-#include "alloc/ob_malloc.h"
+#include "achunk/platform/linux_os.h"
 #include "context/context_guard.h"
 #include "global/global.h"
+#include "global/ob_malloc.h"
 
 namespace achunk {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "alloc/ob_malloc.h"
 #include "global/global.h"
+#include "global/ob_malloc.h"
 
 extern "C" void* __libc_malloc(size_t);
 extern "C" void __libc_free(void*);

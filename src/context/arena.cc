@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "achunk/alloc_failure.h"
+#include "achunk/base/alloc_failure.h"
 
 namespace achunk {
 

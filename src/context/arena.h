@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "achunk/spin_lock.h"
+#include "achunk/base/spin_lock.h"
 #include "context/block_source.h"
 
 namespace achunk {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "alloc/object_set.h"
+#include "alloc/object/object_set.h"
 
 namespace achunk {
 

@@ -2,7 +2,7 @@
 
 #include <new>
 
-#include "achunk/tls.h"
+#include "achunk/base/tls.h"
 
 namespace achunk {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "alloc/ob_mem_attr.h"
+#include "alloc/object/ob_mem_attr.h"
 
 namespace achunk {
 

@@ -4,15 +4,16 @@
 #include <mutex>
 #include <new>
 
-#include "achunk/alloc_failure.h"
-#include "achunk/buf_writer.h"
-#include "achunk/error_report.h"
-#include "alloc/label.h"
+#include "achunk/base/alloc_failure.h"
+#include "achunk/base/buf_writer.h"
+#include "achunk/base/error_report.h"
+#include "alloc/object/label.h"
+#include "alloc/object/malloc_allocator.h"
 #include "context/arena.h"
+#include "context/context_env.h"
 #include "context/ob_allocator.h"
 #include "context/page_manager.h"
 #include "context/parallel_allocator.h"
-#include "global/global.h"
 
 namespace achunk {
 
@@ -65,6 +66,7 @@ inline ContextNode* MemoryContext::node() const {
 namespace {
 
 std::atomic<uint64_t> g_next_seq{1};
+std::atomic<ContextEnvSource> g_env_source{nullptr};
 SpinLock g_slots_lock;
 ContextSlot* g_free_slots = nullptr;
 constexpr int SLOTS_PER_BATCH = 32;
@@ -79,12 +81,12 @@ void default_leak_handler(const LeakReport& r) {
 }
 std::atomic<LeakHandler> g_leak_handler{&default_leak_handler};
 
-ContextSlot* take_slot() {
+ContextSlot* take_slot(ObMallocAllocator& directory) {
   std::lock_guard<SpinLock> guard(g_slots_lock);
   if (g_free_slots == nullptr) {
     // A batch of slots from the server tenant, never given back (see ContextSlot).
-    void* mem = global_malloc_allocator().alloc(sizeof(ContextSlot) * SLOTS_PER_BATCH,
-                                                ObMemAttr(OB_SERVER_TENANT_ID, "MemCtxSlots"));
+    void* mem = directory.alloc(sizeof(ContextSlot) * SLOTS_PER_BATCH,
+                                ObMemAttr(OB_SERVER_TENANT_ID, "MemCtxSlots"));
     if (mem == nullptr) return nullptr;
     auto* batch = static_cast<ContextSlot*>(mem);
     for (int i = 0; i < SLOTS_PER_BATCH; ++i) {
@@ -197,16 +199,22 @@ void destroy_subtree(ContextSlot* slot) {
 absl::StatusOr<MemoryContext> create(ContextSlot* parent, const ContextParam& param,
                                      std::source_location site) {
   if (absl::Status st = validate(param); !st.ok()) return st;
-  ObTenantCtxAllocator* ta =
-      global_malloc_allocator().get_tenant_ctx_allocator(param.tenant_id_, param.ctx_id_);
+  const ContextEnvSource source = g_env_source.load(std::memory_order_acquire);
+  const ContextEnv env = source != nullptr ? source() : ContextEnv{};
+  ObMallocAllocator* directory = env.directory;
+  const std::atomic<bool>* use_pm = env.use_pm;
+  if (directory == nullptr || use_pm == nullptr) {
+    return absl::FailedPreconditionError("memory context: the process wiring is not set up");
+  }
+  ObTenantCtxAllocator* ta = directory->get_tenant_ctx_allocator(param.tenant_id_, param.ctx_id_);
   if (ta == nullptr) {
     return absl::InvalidArgumentError("ContextParam: no room for another tenant");
   }
   ObPageManager* pm = nullptr;
-  if ((param.properties_ & USE_TL_PAGE_OPTIONAL) != 0 && context_use_pm()) {
+  if ((param.properties_ & USE_TL_PAGE_OPTIONAL) != 0 && use_pm->load(std::memory_order_relaxed)) {
     pm = ObPageManager::for_this_thread(*ta);  // nullptr: another ctx's; use shared pages
   }
-  ContextSlot* slot = take_slot();
+  ContextSlot* slot = take_slot(*directory);
   if (slot == nullptr) {
     char why[200];
     format_alloc_failure(last_alloc_failure(), why, sizeof(why));
@@ -230,6 +238,10 @@ ContextSlot* root_slot() {
 }
 
 }  // namespace
+
+void install_context_env(ContextEnvSource source) {
+  g_env_source.store(source, std::memory_order_release);
+}
 
 LeakHandler set_leak_handler(LeakHandler handler) {
   return g_leak_handler.exchange(handler != nullptr ? handler : &default_leak_handler);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
-#include "achunk/error_report.h"
-#include "alloc/object_check.h"
+#include "achunk/base/error_report.h"
+#include "alloc/object/object_check.h"
 
 namespace achunk {
 

@@ -11,10 +11,10 @@
 
 #include <cstdint>
 
-#include "achunk/spin_lock.h"
-#include "alloc/aobject.h"
-#include "alloc/object_set.h"
-#include "alloc/size_class.h"
+#include "achunk/base/spin_lock.h"
+#include "alloc/object/aobject.h"
+#include "alloc/object/object_set.h"
+#include "alloc/object/size_class.h"
 #include "context/block_source.h"
 
 namespace achunk {

@@ -3,9 +3,9 @@
 #include <mutex>
 #include <new>
 
-#include "achunk/buf_writer.h"
-#include "achunk/error_report.h"
-#include "achunk/tls.h"
+#include "achunk/base/buf_writer.h"
+#include "achunk/base/error_report.h"
+#include "achunk/base/tls.h"
 
 namespace achunk {
 

@@ -8,8 +8,8 @@
 // Depends on the object layer.
 #pragma once
 
-#include "alloc/block_set.h"
-#include "alloc/tenant_ctx_allocator.h"
+#include "alloc/block/block_set.h"
+#include "alloc/object/tenant_ctx_allocator.h"
 #include "context/block_source.h"
 
 namespace achunk {

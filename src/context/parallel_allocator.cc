@@ -3,7 +3,7 @@
 #include <atomic>
 #include <new>
 
-#include "achunk/tls.h"
+#include "achunk/base/tls.h"
 
 namespace achunk {
 

@@ -10,12 +10,13 @@
 #include <new>
 
 #include "achunk/achunk.hpp"
-#include "achunk/alloc_failure.h"
-#include "achunk/buf_writer.h"
-#include "achunk/clock.h"
-#include "achunk/error_report.h"
-#include "achunk/linux_os.h"
-#include "achunk/spin_lock.h"
+#include "achunk/base/alloc_failure.h"
+#include "achunk/base/buf_writer.h"
+#include "achunk/base/error_report.h"
+#include "achunk/base/spin_lock.h"
+#include "achunk/platform/clock.h"
+#include "achunk/platform/linux_os.h"
+#include "context/context_env.h"
 
 namespace achunk {
 
@@ -58,7 +59,21 @@ Globals& globals() {
   return *g;
 }
 
+ContextEnv context_env() {
+  Globals& g = globals();
+  return ContextEnv{&g.malloc_allocator, &g.context_use_pm};
+}
+
+// At load time the layers below get their way to the process objects, which are still
+// built on first use (ACHUNK_CONF is read then). Consumers of the static library keep
+// this object linked with -u achunk_wiring (see CMakeLists.txt).
+__attribute__((constructor(101))) void wire_at_load() {
+  install_context_env(&context_env);
+}
+
 }  // namespace
+
+extern "C" const char achunk_wiring = 0;
 
 namespace {
 
@@ -151,9 +166,6 @@ ObMallocAllocator& create_and_get_malloc_allocator() {
   return globals().malloc_allocator;
 }
 }  // namespace global_detail
-bool context_use_pm() {
-  return globals().context_use_pm.load(std::memory_order_relaxed);
-}
 
 void* chunk_alloc(int64_t size) {
   AChunk* chunk = global_chunk_mgr().alloc_chunk(size);

@@ -6,9 +6,9 @@
 
 #include <atomic>
 
-#include "achunk/achunk_mgr.h"
-#include "achunk/options.h"
-#include "alloc/malloc_allocator.h"
+#include "achunk/base/options.h"
+#include "achunk/chunk/achunk_mgr.h"
+#include "alloc/object/malloc_allocator.h"
 
 namespace achunk {
 
@@ -23,8 +23,6 @@ inline ObMallocAllocator& global_malloc_allocator() {
   ObMallocAllocator* a = global_detail::malloc_allocator.load(std::memory_order_acquire);
   return a != nullptr ? *a : global_detail::create_and_get_malloc_allocator();
 }
-// The context_use_pm option as it is now.
-bool context_use_pm();
 // Registers pthread_atfork handlers that hold every allocator lock across fork(), so a
 // child forked while other threads allocate can allocate. Idempotent. Not called from
 // inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its load

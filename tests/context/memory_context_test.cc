@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "achunk/alloc_failure.h"
-#include "achunk/error_report.h"
+#include "achunk/base/alloc_failure.h"
+#include "achunk/base/error_report.h"
 #include "context/context_guard.h"
 #include "context/page_manager.h"
 #include "global/global.h"

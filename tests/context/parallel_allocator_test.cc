@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "achunk/error_report.h"
-#include "alloc/label.h"
+#include "achunk/base/error_report.h"
+#include "alloc/object/label.h"
 #include "context/memory_context.h"
 #include "global/global.h"
 

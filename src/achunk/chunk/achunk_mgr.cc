@@ -1,0 +1,235 @@
+#include "achunk/chunk/achunk_mgr.h"
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+
+#include "achunk/base/error_report.h"
+#include "achunk/base/tls.h"
+
+namespace achunk {
+
+namespace {
+
+ACHUNK_TLS int tl_way = -1;
+std::atomic<int> g_next_way{0};
+
+void bump(std::atomic<int64_t>& counter) {
+  counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+int AChunkMgr::thread_way() {
+  if (tl_way < 0) {
+    tl_way = g_next_way.fetch_add(1, std::memory_order_relaxed) % NORMAL_ACHUNK_NWAY;
+  }
+  return tl_way;
+}
+
+int AChunkMgr::slot_index(int64_t aligned, int way) {
+  if (aligned <= ACHUNK_ALIGN) return way;
+  if (aligned > MAX_LARGE_ACHUNK_SIZE) return HUGE_SLOT;
+  return static_cast<int>((aligned - 1) / ACHUNK_ALIGN) - 1 + NORMAL_ACHUNK_NWAY;
+}
+
+AChunkMgr::AChunkMgr(Os& os, const Clock& clock) : os_(os), clock_(clock) {
+  slots_[HUGE_SLOT].free_list_.set_max_hold(0);
+}
+
+AChunkMgr::~AChunkMgr() {
+  sync_wash();
+}
+
+bool AChunkMgr::try_inc_hold(int64_t bytes) {
+  const int64_t limit = limit_.load(std::memory_order_relaxed);
+  // Pre-check without writing, so a request that cannot fit does not disturb others.
+  if (hold_.load(std::memory_order_relaxed) + bytes > limit) return false;
+  if (hold_.fetch_add(bytes, std::memory_order_relaxed) + bytes > limit) {
+    dec_hold(bytes);
+    return false;
+  }
+  return true;
+}
+
+AChunk* AChunkMgr::fail(AllocFailKind kind, int64_t size, int sys_errno) {
+  set_alloc_failure(AllocFailure{kind, sys_errno, size, get_hold(), get_limit()});
+  return nullptr;
+}
+
+AChunk* AChunkMgr::alloc_chunk(int64_t size) {
+  if (size <= 0 || size > ACHUNK_MAX_ALLOC_SIZE) {
+    return fail(AllocFailKind::INVALID_SIZE, size, 0);
+  }
+  const int64_t aligned = chunk_aligned_size(size);
+  const int64_t hold = chunk_hold_size(size);
+  const int idx = slot_index(aligned, thread_way());
+  if (idx != HUGE_SLOT) {
+    if (AChunk* cached = pop_chunk_with_size(idx)) {
+      if (AChunk* chunk = reuse_cached(cached, idx, size, hold)) return chunk;
+    } else {
+      bump(slots_[idx].misses_);
+    }
+  }
+  return map_new_chunk(size, aligned, hold, idx);
+}
+
+AChunk* AChunkMgr::pop_chunk_with_size(int idx) {
+  if (is_large(idx)) {
+    AChunk* chunk = slots_[idx].free_list_.pop();
+    if (chunk != nullptr) uncache(chunk, idx);
+    return chunk;
+  }
+  // A normal chunk prefers the thread's own way, then any other.
+  for (int k = 0; k < NORMAL_ACHUNK_NWAY; ++k) {
+    const int way = (idx + k) % NORMAL_ACHUNK_NWAY;
+    if (AChunk* chunk = slots_[way].free_list_.pop()) {
+      uncache(chunk, way);
+      return chunk;
+    }
+  }
+  return nullptr;
+}
+
+AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold) {
+  // A large chunk keeps its mapping size but may have charged more or fewer pages.
+  const int64_t old_hold = chunk->hold();
+  const bool charged = hold <= old_hold || try_inc_hold(hold - old_hold);
+  const bool released = hold >= old_hold || os_.release_pages(reinterpret_cast<char*>(chunk) + hold,
+                                                              old_hold - hold) == 0;
+  if (!charged || !released) {
+    bump(slots_[idx].failed_reuses_);
+    unmap_chunk(chunk, idx);
+    return nullptr;
+  }
+  if (hold < old_hold) dec_hold(old_hold - hold);
+  chunk->alloc_bytes_ = size;
+  chunk->fresh_ = false;
+  chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
+  return chunk;
+}
+
+AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx) {
+  if (!try_inc_hold(hold)) {
+    // Over the soft limit: sacrifice the cache, largest chunks first, before failing.
+    bool charged = false;
+    release_cached_until([&] { return charged || (charged = try_inc_hold(hold)); });
+    if (!charged) return fail(AllocFailKind::SERVER_LIMIT, size, 0);
+  }
+  int err = 0;
+  void* p = os_.map_aligned(aligned, ACHUNK_ALIGN, &err);
+  if (p == nullptr) {
+    // Physical memory or map count ran out: flush the cache once and retry.
+    dec_hold(hold);
+    sync_wash();
+    if (!try_inc_hold(hold)) return fail(AllocFailKind::SERVER_LIMIT, size, 0);
+    p = os_.map_aligned(aligned, ACHUNK_ALIGN, &err);
+    if (p == nullptr) {
+      dec_hold(hold);
+      return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, err);
+    }
+  }
+  bump(slots_[idx].maps_);
+  total_hold_.fetch_add(aligned, std::memory_order_relaxed);
+  AChunk* chunk = new (p) AChunk();
+  chunk->alloc_bytes_ = size;
+  chunk->fresh_ = true;
+  return chunk;
+}
+
+void AChunkMgr::free_chunk(AChunk* chunk) {
+  if (chunk == nullptr) return;
+  if ((reinterpret_cast<uintptr_t>(chunk) & (ACHUNK_ALIGN - 1)) != 0) {
+    report_error(ErrorKind::INVALID_FREE, chunk, "not the start of a chunk (not 2 MiB aligned)");
+    return;
+  }
+  // A load and a store, not a CAS: a locked instruction here would cost more than the
+  // rest of a cache hit. Every sequential double free is caught; two threads freeing
+  // one chunk at the same instant may both pass.
+  const uint32_t magic = chunk->magic_.load(std::memory_order_relaxed);
+  if (magic != AChunk::MAGIC_CODE) {
+    if (magic == AChunk::CACHED_CODE) {
+      report_error(ErrorKind::DOUBLE_FREE, chunk, "chunk is already free in the chunk cache");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, chunk, "no live chunk header (bad magic)");
+    }
+    return;
+  }
+  chunk->magic_.store(AChunk::CACHED_CODE, std::memory_order_relaxed);
+  const int64_t hold = chunk->hold();
+  const int idx = slot_index(chunk->aligned(), thread_way());
+  const int64_t now = clock_.now_us();
+  if (!try_cache(chunk, idx, hold, now)) unmap_chunk(chunk, idx);
+  maybe_evict_one(now);
+}
+
+bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) {
+  if (idx == HUGE_SLOT) return false;
+  const int64_t cap = max_chunk_cache_size_.load(std::memory_order_relaxed);
+  // An explicit cap (below the limit) is checked and the push made under one lock, so
+  // concurrent frees cannot overshoot it; with the adaptive cap frees never meet here.
+  std::unique_lock<SpinLock> cap_guard(cap_lock_, std::defer_lock);
+  if (cap < get_limit()) {
+    cap_guard.lock();
+    if (get_freelist_hold() + hold > cap) return false;
+  }
+  const bool large = is_large(idx);
+  if (large) {
+    // Reference rule: large chunks may take at most half of the remaining budget. The
+    // chunk being freed no longer counts as used.
+    const int64_t budget = std::min(get_limit() - (get_used() - hold), cap) / 2;
+    if (large_cache_hold_.fetch_add(hold, std::memory_order_relaxed) + hold > budget) {
+      large_cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  if (!slots_[idx].free_list_.push(chunk, now_us)) {
+    if (large) large_cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
+    return false;
+  }
+  // push stamped at least now_us, so now_us is a valid lower bound for the hint.
+  int64_t earliest = earliest_cache_ts_.load(std::memory_order_relaxed);
+  while (now_us < earliest &&
+         !earliest_cache_ts_.compare_exchange_weak(earliest, now_us, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
+void AChunkMgr::uncache(AChunk* chunk, int idx) {
+  if (is_large(idx)) large_cache_hold_.fetch_sub(chunk->hold(), std::memory_order_relaxed);
+}
+
+int64_t AChunkMgr::get_freelist_hold() const {
+  int64_t sum = 0;
+  for (int idx = 0; idx < CACHEABLE_SLOTS; ++idx) sum += slots_[idx].free_list_.hold();
+  return sum;
+}
+
+void AChunkMgr::unmap_chunk(AChunk* chunk, int idx) {
+  const int64_t aligned = chunk->aligned();
+  const int64_t hold = chunk->hold();
+  chunk->magic_.store(0, std::memory_order_relaxed);
+  // A failed munmap (ENOMEM when it would split a mapping past vm.max_map_count) leaves
+  // the range mapped, but it is unreachable either way, so accounting treats it as gone.
+  [[maybe_unused]] const int rc = os_.unmap(chunk, aligned);
+  bump(slots_[idx].unmaps_);
+  total_hold_.fetch_sub(aligned, std::memory_order_relaxed);
+  dec_hold(hold);
+}
+
+int64_t AChunkMgr::sync_wash() {
+  int64_t released = 0;
+  for (int idx = 0; idx < CACHEABLE_SLOTS; ++idx) {
+    AChunk* chunk = slots_[idx].free_list_.popall();
+    while (chunk != nullptr) {
+      AChunk* next = chunk->next_;
+      released += chunk->hold();
+      uncache(chunk, idx);
+      unmap_chunk(chunk, idx);
+      chunk = next;
+    }
+  }
+  return released;
+}
+
+}  // namespace achunk

@@ -1,0 +1,177 @@
+// Chunk layer: AChunkMgr maps 2 MiB-aligned chunks, caches freed ones in slots (8 ways
+// of 2 MiB, one slot per large size 4..20 MiB, a huge slot that never caches), keeps the
+// server's soft limit, evicts chunks that idled in the cache on later frees, and
+// reports its counters. Depends on the platform (os.h, clock.h) and the chunk files.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "achunk/base/alloc_failure.h"
+#include "achunk/base/options.h"
+#include "achunk/base/spin_lock.h"
+#include "achunk/chunk/achunk_header.h"
+#include "achunk/chunk/achunk_list.h"
+#include "achunk/chunk/chunk_stats.h"
+#include "achunk/platform/clock.h"
+#include "achunk/platform/os.h"
+
+namespace achunk {
+
+class AChunkMgr {
+ public:
+  static constexpr int NORMAL_ACHUNK_NWAY = 8;
+  static constexpr int LARGE_ACHUNK_NSLOT = 9;  // 4, 6, ... 20 MiB
+  static constexpr int CACHEABLE_SLOTS = NORMAL_ACHUNK_NWAY + LARGE_ACHUNK_NSLOT;
+  static constexpr int HUGE_SLOT = CACHEABLE_SLOTS;  // > 20 MiB, never cached
+  static constexpr int SLOT_COUNT = HUGE_SLOT + 1;
+  static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
+  static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
+  static constexpr int64_t SPAN_IDLE_US = 1'000'000;  // span_idle_ms's default
+
+  AChunkMgr(Os& os, const Clock& clock);
+  // Unmaps every cached chunk. Chunks still handed out are the caller's leak.
+  ~AChunkMgr();
+  AChunkMgr(const AChunkMgr&) = delete;
+  AChunkMgr& operator=(const AChunkMgr&) = delete;
+
+  // A chunk whose data() has room for `size` bytes, or nullptr with the reason in
+  // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one.
+  AChunk* alloc_chunk(int64_t size);
+  // Caches the chunk (or unmaps it when the cache is full), then unmaps at most one other
+  // cached chunk that has idled for chunk_cache_ttl_ms. A pointer that is not a live
+  // chunk is reported through report_error() and otherwise ignored.
+  void free_chunk(AChunk* chunk);
+  // Unmaps every cached chunk; returns the bytes released.
+  int64_t sync_wash();
+  // Unmaps every cached chunk that has idled for the TTL, not just one (for a host's own
+  // timer or the drop-in malloc's opt-in release thread, when no frees arrive). Skips,
+  // returning 0, if another thread is evicting. Returns the chunks unmapped.
+  int64_t release_expired();
+  // Gives the physical pages of a range inside a live chunk back to the OS (the range
+  // stays mapped and reads as zero). For the block layer's wash of free spans. Returns 0
+  // or the errno.
+  int release_pages(void* addr, int64_t size) { return os_.release_pages(addr, size); }
+  // Bytes of [addr, addr+size) resident now, -1 when unknown (for dumps: a syscall).
+  int64_t resident_bytes(void* addr, int64_t size) { return os_.resident_bytes(addr, size); }
+
+  // 0 means no limit. Lowering it below hold() flushes cached chunks, largest first.
+  void set_memory_limit(int64_t bytes);
+  // 0 means adaptive (the cache may hold up to the memory limit). Shrinking releases the
+  // surplus at once, largest and oldest chunks first.
+  void set_max_chunk_cache_size(int64_t bytes, bool use_large_chunk_cache);
+  // -1 disables idle eviction.
+  void set_chunk_cache_ttl_ms(int64_t ms);
+  // How long a free span inside a chunk keeps its pages (the block layer reads it
+  // through its ChunkSource); -1: until an allocation fails.
+  void set_span_idle_ms(int64_t ms);
+  void apply_options(const Options& opts);
+
+  int64_t get_limit() const { return limit_.load(std::memory_order_relaxed); }
+  int64_t get_hold() const { return hold_.load(std::memory_order_relaxed); }
+  int64_t get_total_hold() const { return total_hold_.load(std::memory_order_relaxed); }
+  // Bytes cached, summed over the slots: exact when no free or alloc is in flight.
+  int64_t get_freelist_hold() const;
+  int64_t get_large_freelist_hold() const {
+    return large_cache_hold_.load(std::memory_order_relaxed);
+  }
+  int64_t get_used() const { return get_hold() - get_freelist_hold(); }
+  int64_t get_max_chunk_cache_size() const {
+    return max_chunk_cache_size_.load(std::memory_order_relaxed);
+  }
+  int64_t get_expired_unmaps() const { return expired_unmaps_.load(std::memory_order_relaxed); }
+  int64_t get_chunk_cache_ttl_ms() const;
+  // The injected clock's time and the span idle time in microseconds (negative: never),
+  // for the block layer, which ages its free spans as this layer ages cached chunks.
+  int64_t now_us() const { return clock_.now_us(); }
+  int64_t span_idle_us() const { return span_idle_us_.load(std::memory_order_relaxed); }
+  // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes).
+  int64_t cached_count(int idx) const { return slots_[idx].free_list_.count(); }
+
+  // Reads the OS figures too unless `with_os` is false.
+  ChunkMgrStats get_stats(bool with_os = true) const;
+  int64_t print(char* buf, int64_t len) const;
+  int64_t print_json(char* buf, int64_t len) const;
+
+  // Taken before fork() and released after it in both processes, so a child forked while
+  // other threads allocate finds every lock free and every list whole.
+  void fork_lock();
+  void fork_unlock();
+
+  // Slot of a chunk whose mapped size is `aligned`; normal chunks use the given way.
+  static int slot_index(int64_t aligned, int way);
+  // The way the calling thread prefers for 2 MiB chunks.
+  static int thread_way();
+
+ private:
+  struct alignas(64) Slot {
+    AChunkList free_list_;
+    std::atomic<int64_t> maps_{0};
+    std::atomic<int64_t> unmaps_{0};
+    std::atomic<int64_t> misses_{0};
+    // Reuse pops the cache then had to unmap (the hold could not be reconciled); a hit
+    // is a reuse pop that is not one of these.
+    std::atomic<int64_t> failed_reuses_{0};
+  };
+
+  static bool is_large(int idx) { return idx >= NORMAL_ACHUNK_NWAY && idx < HUGE_SLOT; }
+
+  bool try_inc_hold(int64_t bytes);
+  void dec_hold(int64_t bytes) { hold_.fetch_sub(bytes, std::memory_order_relaxed); }
+  AChunk* pop_chunk_with_size(int idx);
+  AChunk* reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold);
+  AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx);
+  AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
+  bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
+  // Takes a chunk just popped from slot idx off the cache accounting.
+  void uncache(AChunk* chunk, int idx);
+  // munmap + every counter that follows from it.
+  void unmap_chunk(AChunk* chunk, int idx);
+  // Pops and unmaps cached chunks, largest slots and oldest chunks first, until
+  // `done()` holds or the cache is empty.
+  template <typename Done>
+  void release_cached_until(Done done);
+  void maybe_evict_one(int64_t now_us);
+  bool evict_one_expired(int64_t now_us, int64_t ttl_us);
+
+  Os& os_;
+  const Clock& clock_;
+  Slot slots_[SLOT_COUNT];
+
+  alignas(64) std::atomic<int64_t> limit_{INT64_MAX};
+  std::atomic<int64_t> max_chunk_cache_size_{INT64_MAX};
+  std::atomic<int64_t> memory_chunk_cache_size_{0};  // as configured; 0 = adaptive
+  std::atomic<bool> use_large_chunk_cache_{true};
+  std::atomic<int64_t> ttl_us_{CACHE_EXPIRE_US};
+  std::atomic<int64_t> span_idle_us_{SPAN_IDLE_US};
+
+  alignas(64) std::atomic<int64_t> hold_{0};
+  std::atomic<int64_t> total_hold_{0};
+  // Cached bytes are counted per slot (each list's hold_), not in one shared counter, so
+  // threads hitting their own ways share no written cache line. An explicit cap is
+  // checked against the sum under cap_lock_; the adaptive cap needs no check because
+  // the cache is part of hold_, which the limit already bounds.
+  alignas(64) SpinLock cap_lock_;
+  std::atomic<int64_t> large_cache_hold_{0};  // reserved before a large push
+
+  // Lower bound of every cached chunk's cache_ts_, so the free path can tell that nothing
+  // has expired with one relaxed load. Lowered by pushes, raised by eviction scans.
+  alignas(64) std::atomic<int64_t> earliest_cache_ts_{AChunkList::EMPTY_TS};
+  std::atomic<bool> evicting_{false};
+  int cursor_ = 0;  // next slot the eviction scan examines; owned by the evicting_ holder
+  std::atomic<int64_t> expired_unmaps_{0};
+};
+
+template <typename Done>
+inline void AChunkMgr::release_cached_until(Done done) {
+  for (int idx = CACHEABLE_SLOTS - 1; idx >= 0; --idx) {
+    while (!done()) {
+      AChunk* chunk = slots_[idx].free_list_.pop_oldest();
+      if (chunk == nullptr) break;
+      uncache(chunk, idx);
+      unmap_chunk(chunk, idx);
+    }
+  }
+}
+
+}  // namespace achunk

@@ -1,0 +1,73 @@
+// AChunkMgr's statistics snapshot and dump.
+#include "achunk/chunk/achunk_mgr.h"
+
+namespace achunk {
+
+ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
+  ChunkMgrStats s;
+  s.limit = get_limit();
+  s.hold = get_hold();
+  s.total_hold = get_total_hold();
+  s.freelists_hold = get_freelist_hold();
+  s.used = s.hold - s.freelists_hold;
+  s.large_freelists_hold = get_large_freelist_hold();
+  s.expired_unmaps = get_expired_unmaps();
+  s.max_chunk_cache_size = get_max_chunk_cache_size();
+  s.chunk_cache_ttl_ms = get_chunk_cache_ttl_ms();
+  const int64_t span_idle = span_idle_us();
+  s.span_idle_ms = span_idle < 0 ? -1 : span_idle / 1000;
+  for (int idx = 0; idx < SLOT_COUNT; ++idx) {
+    const Slot& slot = slots_[idx];
+    const int64_t maps = slot.maps_.load(std::memory_order_relaxed);
+    const int64_t unmaps = slot.unmaps_.load(std::memory_order_relaxed);
+    s.total_maps += maps;
+    s.total_unmaps += unmaps;
+    s.cache_hits += slot.free_list_.reuses() - slot.failed_reuses_.load(std::memory_order_relaxed);
+    s.cache_misses += slot.misses_.load(std::memory_order_relaxed);
+    if (idx == HUGE_SLOT) {
+      s.huge_maps = maps;
+      s.huge_unmaps = unmaps;
+      continue;
+    }
+    if (is_large(idx)) {
+      s.large_maps += maps;
+      s.large_unmaps += unmaps;
+    }
+    // Line 0 sums the 8 normal ways; line k>0 is the (2k+2) MiB slot.
+    const int line = idx < NORMAL_ACHUNK_NWAY ? 0 : idx - NORMAL_ACHUNK_NWAY + 1;
+    ChunkSlotStats& out = s.slots[line];
+    out.size_mb = 2 * (line + 1);
+    out.hold += slot.free_list_.hold();
+    out.count += slot.free_list_.count();
+    out.pushes += slot.free_list_.pushes();
+    out.pops += slot.free_list_.pops();
+    out.maps += maps;
+    out.unmaps += unmaps;
+  }
+  if (with_os) {
+    const OsMemoryInfo info = os_.memory_info();
+    s.resident_size = info.resident_size;
+    s.virtual_memory_used = info.virtual_memory_used;
+    s.max_map_count = info.max_map_count;
+    static_assert(sizeof(s.thp_mode) == sizeof(info.thp_mode));
+    for (size_t i = 0; i < sizeof(s.thp_mode); ++i) s.thp_mode[i] = info.thp_mode[i];
+    // What unmapping the cache would give back now: the pages the chunks kept, not their size.
+    for (int idx = 0; idx < CACHEABLE_SLOTS; ++idx) {
+      slots_[idx].free_list_.for_each([&](AChunk* chunk) {
+        const int64_t r = os_.resident_bytes(chunk, chunk->aligned());
+        s.cache_resident = r < 0 || s.cache_resident < 0 ? -1 : s.cache_resident + r;
+      });
+    }
+  }
+  return s;
+}
+
+int64_t AChunkMgr::print(char* buf, int64_t len) const {
+  return print_chunk_stats(get_stats(), buf, len);
+}
+
+int64_t AChunkMgr::print_json(char* buf, int64_t len) const {
+  return print_chunk_stats_json(get_stats(), buf, len);
+}
+
+}  // namespace achunk

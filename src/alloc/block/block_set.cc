@@ -1,0 +1,306 @@
+#include "alloc/block/block_set.h"
+
+#include <atomic>
+#include <cstdint>
+#include <new>
+
+namespace achunk {
+
+namespace {
+
+// Bit words are read without the owner's lock by frees on other threads (ptr2block) while
+// the lock holder splits or merges other spans of the same chunk, so every access is a
+// relaxed atomic (plain moves on x86). Writers hold the lock, so load + store suffices.
+uint64_t load_word(const uint64_t& w) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(std::memory_order_relaxed);
+}
+void store_word(uint64_t& w, uint64_t v) {
+  std::atomic_ref<uint64_t>(w).store(v, std::memory_order_relaxed);
+}
+void set_bit(uint64_t* bits, int i) {
+  store_word(bits[i >> 6], load_word(bits[i >> 6]) | (uint64_t{1} << (i & 63)));
+}
+void clear_bit(uint64_t* bits, int i) {
+  store_word(bits[i >> 6], load_word(bits[i >> 6]) & ~(uint64_t{1} << (i & 63)));
+}
+
+// Highest set bit at or below i, or -1.
+int highest_at_or_below(const uint64_t* bits, int i) {
+  for (int w = i >> 6; w >= 0; --w) {
+    uint64_t word = load_word(bits[w]);
+    if (w == (i >> 6) && (i & 63) != 63) word &= (uint64_t{1} << ((i & 63) + 1)) - 1;
+    if (word != 0) return w * 64 + 63 - __builtin_clzll(word);
+  }
+  return -1;
+}
+
+// Lowest set bit at or above i, or -1.
+int lowest_at_or_above(const uint64_t* bits, int i) {
+  for (int w = i >> 6; w < 4; ++w) {
+    uint64_t word = load_word(bits[w]);
+    if (w == (i >> 6)) word &= ~uint64_t{0} << (i & 63);
+    if (word != 0) return w * 64 + __builtin_ctzll(word);
+  }
+  return -1;
+}
+
+}  // namespace
+
+BlockSet::~BlockSet() {
+  while (chunks_ != nullptr) release_chunk(chunks_);
+}
+
+int64_t BlockSet::span_bytes(const ABlock* block) {
+  if (block->dedicated()) return AChunk::ptr2chunk(block)->alloc_bytes_;
+  return block->nblocks_ * ABLOCK_SIZE;
+}
+
+int64_t BlockSet::wash_free_spans() {
+  return wash_spans_freed_by(INT64_MAX, false);
+}
+
+int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
+  return wash_spans_freed_by(source_.now_us() - min_free_us, true);
+}
+
+int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
+  const int64_t idle = source_.span_idle_us();
+  if (idle < 0 || now_us - last_check_us_ < idle / 4) return 0;
+  last_check_us_ = now_us;
+  return wash_spans_freed_by(now_us - idle, true);
+}
+
+int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us, bool stale) {
+  int64_t washed = 0;
+  bool long_enough_sat_dirty = false;
+  for (int n = 1; n <= MAX_SPAN; ++n) {
+    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+      // A washed span stays clean while free: nobody touches a free span's pages.
+      FreeSpan* state = free_span(block);
+      if (state->washed || state->freed_us > cutoff_us) continue;
+      const int64_t bytes = n * ABLOCK_SIZE;
+      if (source_.release_pages(block_data(block), bytes) == 0) {
+        washed += bytes;
+        state->washed = true;
+        long_enough_sat_dirty |= n >= WASH_AT_FREE_BLOCKS;
+      }
+    }
+  }
+  // A span the starting length would have washed as it formed sat dirty for a whole idle
+  // time: the raised length now costs memory rather than saving faults, so it comes down
+  // (otherwise it only grows, and the last burst before a quiet spell is never washed).
+  if (stale && long_enough_sat_dirty && wash_at_blocks_ > WASH_AT_FREE_BLOCKS) {
+    wash_at_blocks_ /= 2;
+  }
+  return washed;
+}
+
+int64_t BlockSet::free_span_bytes(int64_t* washed) const {
+  int64_t bytes = 0;
+  for_each_free_span([&](ABlock* block, int64_t n_bytes) {
+    bytes += n_bytes;
+    if (free_span(block)->washed) *washed += n_bytes;
+  });
+  return bytes;
+}
+
+void BlockSet::link_chunk(AChunk* chunk) {
+  chunk->prev_ = nullptr;
+  chunk->next_ = chunks_;
+  if (chunks_ != nullptr) chunks_->prev_ = chunk;
+  chunks_ = chunk;
+  hold_ += chunk->hold();
+  ++chunk_cnt_;
+}
+
+void BlockSet::release_chunk(AChunk* chunk) {
+  if (chunk->prev_ != nullptr) {
+    chunk->prev_->next_ = chunk->next_;
+  } else {
+    chunks_ = chunk->next_;
+  }
+  if (chunk->next_ != nullptr) chunk->next_->prev_ = chunk->prev_;
+  chunk->prev_ = chunk->next_ = nullptr;
+  hold_ -= chunk->hold();
+  --chunk_cnt_;
+  // Take the chunk's free spans off the lists before it leaves.
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  for (int w = 0; w < 4; ++w) {
+    for (uint64_t bits = meta->span_bits_[w]; bits != 0; bits &= bits - 1) {
+      ABlock* block = chunk_block(chunk, w * 64 + __builtin_ctzll(bits));
+      if (!block->in_use() && !block->dedicated()) remove_free(block);
+      block->magic_ = 0;  // stale headers must not validate after reuse of the chunk
+    }
+  }
+  meta->owner_ = nullptr;
+  source_.free_chunk(chunk);
+}
+
+void BlockSet::insert_free(ABlock* block) {
+  const int n = block->nblocks_;
+  block->magic_ = ABlock::MAGIC_CODE;
+  block->prev_ = nullptr;
+  block->next_ = free_lists_[n];
+  if (free_lists_[n] != nullptr) free_lists_[n]->prev_ = block;
+  free_lists_[n] = block;
+  set_bit(avail_bits_, n);
+}
+
+void BlockSet::remove_free(ABlock* block) {
+  const int n = block->nblocks_;
+  if (block->prev_ != nullptr) {
+    block->prev_->next_ = block->next_;
+  } else {
+    free_lists_[n] = block->next_;
+  }
+  if (block->next_ != nullptr) block->next_->prev_ = block->prev_;
+  block->prev_ = block->next_ = nullptr;
+  if (free_lists_[n] == nullptr) clear_bit(avail_bits_, n);
+}
+
+int BlockSet::find_free(int nblocks) const {
+  return lowest_at_or_above(avail_bits_, nblocks);
+}
+
+ABlock* BlockSet::take_chunk(AChunk* chunk) {
+  // A chunk may come back from the cache with stale headers: only these are trusted.
+  BlockChunkMeta* meta = new (chunk_meta(chunk)) BlockChunkMeta();
+  meta->owner_ = this;
+  meta->context_ = context_;
+  meta->kind_ = kind_;
+  set_bit(meta->span_bits_, 0);
+  link_chunk(chunk);
+  return new (chunk_block(chunk, 0)) ABlock();
+}
+
+bool BlockSet::add_chunk() {
+  AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE);
+  if (chunk == nullptr) return false;
+  ABlock* block = take_chunk(chunk);
+  block->nblocks_ = MAX_SPAN;
+  // A fresh mapping counts as washed: nothing to give back, and calloc need not zero it.
+  *free_span(block) = FreeSpan{source_.now_us(), chunk->fresh_};
+  insert_free(block);
+  return true;
+}
+
+ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed) {
+  AChunk* chunk = source_.alloc_chunk(bytes);
+  if (chunk == nullptr) return nullptr;
+  if (zeroed != nullptr) *zeroed = chunk->fresh_;
+  ABlock* block = take_chunk(chunk);
+  chunk_meta(chunk)->using_cnt_ = 1;
+  block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
+  for (int i = 1; i < MAX_SPAN; ++i) chunk_block(chunk, i)->nblocks_ = -i;
+  used_ += chunk->hold();
+  return block;
+}
+
+ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
+  if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
+  free_streak_ = 0;
+  const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
+  if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed);
+  const int n = static_cast<int>(n64);
+  int k = find_free(n);
+  if (k < 0) {
+    if (!add_chunk()) return nullptr;
+    k = MAX_SPAN;
+  }
+  ABlock* block = free_lists_[k];
+  remove_free(block);
+  if (zeroed != nullptr) *zeroed = free_span(block)->washed;
+  if (free_span(block)->washed_at_free && wash_at_blocks_ < WASH_AT_FREE_MAX_BLOCKS &&
+      source_.now_us() - free_span(block)->freed_us < source_.span_idle_us()) {
+    wash_at_blocks_ *= 2;  // washed for nothing: big spans come and go here
+  }
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  if (k > n) {
+    // Split: the tail becomes a free span of its own.
+    const int rest_idx = block_index(block) + n;
+    const FreeSpan state = *free_span(block);  // the tail's pages are as clean as they were
+    ABlock* rest = new (chunk_block(chunk, rest_idx)) ABlock();
+    *free_span(rest) = state;
+    rest->nblocks_ = k - n;
+    set_bit(meta->span_bits_, rest_idx);
+    insert_free(rest);
+  }
+  block->nblocks_ = n;
+  block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
+  for (int i = 1; i < n; ++i) block[i].nblocks_ = -i;  // see ptr2block
+  ++meta->using_cnt_;
+  used_ += n * ABLOCK_SIZE;
+  return block;
+}
+
+void BlockSet::free_block(ABlock* block, bool wash) {
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  if (free_streak_ < WASH_STREAK) ++free_streak_;  // saturates: only the threshold matters
+  if (block->dedicated()) {
+    used_ -= chunk->hold();
+    release_chunk(chunk);
+    wash_stale_spans_if_due(source_.now_us());
+    return;
+  }
+  used_ -= block->nblocks_ * ABLOCK_SIZE;
+  if (--meta->using_cnt_ == 0) {
+    // The last span: the whole chunk goes back at once. The span is still marked in use,
+    // which tells release_chunk it is on no free list.
+    release_chunk(chunk);
+    wash_stale_spans_if_due(source_.now_us());
+    return;
+  }
+  block->magic_ = ABlock::MAGIC_CODE;
+  int idx = block_index(block);
+  int n = block->nblocks_;
+  // The pages that may be dirty: the freed span and neighbours not washed since they
+  // became free (adjacent, so one range).
+  int dirty_from = idx;
+  int dirty_to = idx + n;
+  const int next_idx = idx + n;
+  if (next_idx < MAX_SPAN) {
+    ABlock* next = chunk_block(chunk, next_idx);
+    if (!next->in_use()) {
+      if (!free_span(next)->washed) dirty_to += next->nblocks_;
+      remove_free(next);
+      n += next->nblocks_;
+      next->magic_ = 0;
+      clear_bit(meta->span_bits_, next_idx);
+    }
+  }
+  if (idx > 0) {
+    const int prev_idx = highest_at_or_below(meta->span_bits_, idx - 1);
+    ABlock* prev = chunk_block(chunk, prev_idx);
+    if (!prev->in_use()) {
+      if (!free_span(prev)->washed) dirty_from = prev_idx;
+      remove_free(prev);
+      n += prev->nblocks_;
+      block->magic_ = 0;
+      clear_bit(meta->span_bits_, idx);
+      block = prev;
+    }
+  }
+  block->nblocks_ = n;
+  // Some of its pages are dirty now: the whole span waits a full period again.
+  const int64_t now = source_.now_us();
+  *free_span(block) = FreeSpan{now, false};
+  insert_free(block);
+  // A free span of wash_at_blocks_ or more, or of WASH_AT_FREE_BLOCKS or more at the end
+  // of a streak of frees, or one the caller asks to wash (a heap trim), is washed at once (its
+  // dirty part only), as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet
+  // its last frees (a connection's memory) come in one burst, and no later free would come to wash
+  // them after span_idle_ms.
+  const bool long_enough =
+      wash || n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
+  if (long_enough && source_.span_idle_us() >= 0 &&
+      source_.release_pages(block_data(chunk_block(chunk, dirty_from)),
+                            (dirty_to - dirty_from) * ABLOCK_SIZE) == 0) {
+    free_span(block)->washed = true;
+    free_span(block)->washed_at_free = true;
+  }
+  wash_stale_spans_if_due(now);
+}
+
+}  // namespace achunk

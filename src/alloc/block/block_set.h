@@ -1,0 +1,175 @@
+// Block layer: BlockSet carves chunks from a ChunkSource into spans of 8 KiB blocks.
+// Best fit by span length (one free list per length plus a bitmap), coalescing with free
+// neighbours, a dedicated chunk for spans larger than a chunk, and a chunk whose last
+// span is freed goes straight back to the source (so it enters the chunk cache and can
+// idle out). Not thread-safe: its owner serialises calls. Never allocates.
+// Depends on the chunk layer and ablock.h / chunk_source.h.
+#pragma once
+
+#include <cstdint>
+
+#include "alloc/block/ablock.h"
+#include "alloc/block/chunk_source.h"
+
+namespace achunk {
+
+class BlockSet {
+ public:
+  // Owners of a BlockSet, recorded in each chunk's meta with `context`, so a pointer
+  // leads back to the owner without a lookup and frees can tell whose chunk it is.
+  enum OwnerKind : int { OWNER_NONE = 0, OWNER_OBJECT_SET = 1, OWNER_PAGE_MANAGER = 2 };
+
+  explicit BlockSet(ChunkSource& source, void* context = nullptr, int kind = OWNER_NONE)
+      : source_(source), context_(context), kind_(kind) {}
+  // Returns every chunk still held to the source (spans still in use are the caller's leak).
+  ~BlockSet();
+  BlockSet(const BlockSet&) = delete;
+  BlockSet& operator=(const BlockSet&) = delete;
+
+  // A span with at least `bytes` bytes at block_data(), or nullptr (the source's reason is
+  // in last_alloc_failure()). *zeroed (when given) tells whether the span's pages are
+  // untouched since mapped or washed, so its bytes read as zero without a memset.
+  ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr);
+  // `wash`: the free span it forms is washed (its dirty part) whatever its length, unless
+  // the source's span idle time is negative.
+  void free_block(ABlock* block, bool wash = false);
+
+  // Gives the physical pages of every free span not washed yet back to the OS (madvise); the spans
+  // stay free and usable, they fault in again when reused. Returns the bytes washed.
+  int64_t wash_free_spans();
+  // Washes every free span that has been free (as it is now: a merge restarts the
+  // count) for at least `min_free_us` on the source's clock and was not washed since, so
+  // memory freed long ago goes back while spans freed a moment ago, likely to be reused
+  // soon, keep their pages. The drop-in malloc's release thread calls it every interval
+  // with the span idle time. Returns the bytes washed.
+  int64_t wash_stale_spans(int64_t min_free_us);
+  // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
+  // quarter of the source's span idle time, washes the spans free for a whole idle time;
+  // never when that is negative. Returns the bytes washed.
+  int64_t wash_stale_spans_if_due(int64_t now_us);
+
+  // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
+  // no valid span header covers it.
+  static ABlock* ptr2block(const void* ptr);
+  // The index of the span head for block `at` of a chunk, from the distance every
+  // non-head block of an in-use span holds (branch-free); -1 if a stale distance points
+  // before the chunk. The caller still checks that the head is in use and reaches `at`.
+  static int span_head(AChunk* chunk, int at) {
+    const int32_t to_head = chunk_block(chunk, at)->nblocks_;
+    const int head = at + (to_head < 0 ? to_head : 0);
+    return head >= 0 ? head : -1;
+  }
+  // Usable bytes of a span.
+  static int64_t span_bytes(const ABlock* block);
+
+  // Bytes of free spans, and in *washed those whose pages were given back and not
+  // touched since (a walk of the free lists: for dumps, not for hot paths).
+  int64_t free_span_bytes(int64_t* washed) const;
+  int64_t hold() const { return hold_; }  // bytes of the chunks held
+  // The free-span length washed as it forms, as it stands now (see WASH_AT_FREE_BLOCKS).
+  int64_t wash_at_bytes() const { return wash_at_blocks_ * ABLOCK_SIZE; }
+  int64_t used() const { return used_; }  // bytes of spans handed out
+  int64_t chunk_count() const { return chunk_cnt_; }
+
+  // Calls f(AChunk*) for every chunk the set holds.
+  template <typename F>
+  void for_each_chunk(F f) const {
+    for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) f(chunk);
+  }
+  // Calls f(ABlock*, bytes) for every free span.
+  template <typename F>
+  void for_each_free_span(F f) const {
+    for (int n = 1; n <= MAX_SPAN; ++n) {
+      for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
+        f(block, n * ABLOCK_SIZE);
+      }
+    }
+  }
+  // Calls f(ABlock*) for every span in use, chunk by chunk (for usage scans).
+  template <typename F>
+  void for_each_used_span(F f) const;
+
+ private:
+  static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
+  // A free span of wash_at_blocks_ or more is washed when it forms (unless span_idle_ms
+  // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles each time
+  // such a span is taken again within span_idle_ms (the wash only cost faults), as glibc
+  // raises its trim threshold when big blocks come and go, up to a length no span inside
+  // a chunk reaches: a busy shard stops washing as spans form (under sysbench that wash
+  // cost a madvise and five page faults per oltp_read_write transaction). Unlike glibc's
+  // it comes down again: halved when an idle-time wash finds a span of the starting
+  // length or more that sat dirty for a whole span_idle_ms.
+  static constexpr int WASH_AT_FREE_BLOCKS = 16;
+  static constexpr int WASH_AT_FREE_MAX_BLOCKS = 256;
+  // Whatever the length, the WASH_STREAK-th span free in a row with no allocation
+  // between washes a span of 128 KiB or more as it forms: a closing connection frees
+  // its memory in such a run, often the last calls before the server goes quiet.
+  static constexpr int WASH_STREAK = 8;
+
+  ABlock* alloc_dedicated(int64_t bytes, bool* zeroed);
+  // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
+  ABlock* take_chunk(AChunk* chunk);
+  bool add_chunk();
+  void link_chunk(AChunk* chunk);
+  void release_chunk(AChunk* chunk);
+  void insert_free(ABlock* block);
+  void remove_free(ABlock* block);
+  int find_free(int nblocks) const;
+  // Washes the free spans not washed yet that became free at or before `cutoff_us`;
+  // `stale`: they were free for a whole idle time (so the wash length may come down).
+  int64_t wash_spans_freed_by(int64_t cutoff_us, bool stale);
+  // Free-span state, kept in the head's owner area while the span is free.
+  struct FreeSpan {
+    int64_t freed_us;  // when the span (as it is now) became free
+    // No page holds anything: given back since, or never touched since the chunk was
+    // mapped. Nothing writes to a free span's pages, so it stays true while free.
+    bool washed;
+    bool washed_at_free;  // by the free that formed it
+  };
+  static FreeSpan* free_span(ABlock* block) {
+    return reinterpret_cast<FreeSpan*>(block->owner_area_);
+  }
+
+  ChunkSource& source_;
+  void* context_;
+  int kind_;
+  AChunk* chunks_ = nullptr;  // every chunk this set holds, linked through AChunk prev_/next_
+  ABlock* free_lists_[MAX_SPAN + 1] = {};  // index: span length in blocks
+  uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty
+  int64_t hold_ = 0;
+  int64_t used_ = 0;
+  int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
+  int wash_at_blocks_ = WASH_AT_FREE_BLOCKS;
+  int free_streak_ = 0;  // span frees since the last span allocation, up to WASH_STREAK
+  int64_t chunk_cnt_ = 0;
+};
+
+template <typename F>
+void BlockSet::for_each_used_span(F f) const {
+  for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) {
+    const BlockChunkMeta* meta = chunk_meta(chunk);
+    for (int w = 0; w < 4; ++w) {
+      for (uint64_t bits = meta->span_bits_[w]; bits != 0; bits &= bits - 1) {
+        ABlock* block = chunk_block(chunk, w * 64 + __builtin_ctzll(bits));
+        if (block->in_use()) f(block);
+      }
+    }
+  }
+}
+
+// Inline: every free starts here.
+inline ABlock* BlockSet::ptr2block(const void* ptr) {
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  const int64_t offset = static_cast<const char*>(ptr) - static_cast<char*>(chunk->data());
+  if (offset < 0) return nullptr;
+  const int at = static_cast<int>(offset / ABLOCK_SIZE);
+  // Past the block area only inside a dedicated chunk, whose last header names the head.
+  const int head = span_head(chunk, at < BLOCKS_PER_CHUNK ? at : BLOCKS_PER_CHUNK - 1);
+  if (head < 0) return nullptr;
+  ABlock* block = chunk_block(chunk, head);
+  if (!block->is_valid()) return nullptr;
+  if (!block->dedicated() && head + block->nblocks_ <= at) return nullptr;
+  return block;
+}
+
+}  // namespace achunk

@@ -1,0 +1,99 @@
+#include "alloc/malloc/malloc_shim.h"
+
+#include <cstring>
+
+namespace achunk {
+
+namespace {
+
+constexpr size_t MAX_ALIGN = size_t{1} << 20;
+constexpr size_t PAGE = 4096;
+
+bool valid_alignment(size_t a) {
+  return a != 0 && (a & (a - 1)) == 0 && a <= MAX_ALIGN;
+}
+
+}  // namespace
+
+void* MallocShim::aligned(size_t alignment, size_t size) {
+  if (size > static_cast<size_t>(AOBJECT_MAX_SIZE)) return fail_enomem();
+  void* p = allocator_.alloc_align(static_cast<int64_t>(alignment), static_cast<int64_t>(size),
+                                   GLIBC_ATTR);
+  return p != nullptr ? p : fail_enomem();
+}
+
+void* MallocShim::calloc(size_t count, size_t size) {
+  size_t total = 0;
+  if (__builtin_mul_overflow(count, size, &total)) return fail_enomem();
+  void* p = malloc(total);
+  // A big object carved from untouched pages is zero already: writing zeros would only
+  // fault in pages a sparse table (InnoDB's hash tables are calloc'ed) may never use.
+  if (p == nullptr) return nullptr;
+  if (total <= static_cast<size_t>(SMALL_OBJECT_MAX) || !ObjectSet::born_zero(p)) {
+    std::memset(p, 0, total);
+  }
+  return p;
+}
+
+void* MallocShim::realloc(void* ptr, size_t size) {
+  if (ptr == nullptr) return malloc(size);
+  if (size == 0) {  // glibc: frees and returns NULL
+    free(ptr);
+    return nullptr;
+  }
+  if (size > static_cast<size_t>(AOBJECT_MAX_SIZE)) return fail_enomem();
+  void* p = allocator_.realloc(ptr, static_cast<int64_t>(size), GLIBC_ATTR);
+  return p != nullptr ? p : fail_enomem();
+}
+
+void* MallocShim::reallocarray(void* ptr, size_t count, size_t size) {
+  size_t total = 0;
+  if (__builtin_mul_overflow(count, size, &total)) return fail_enomem();
+  return realloc(ptr, total);
+}
+
+void* MallocShim::memalign(size_t alignment, size_t size) {
+  // glibc rounds a non-power-of-two alignment up rather than failing.
+  size_t a = alignment < 16 ? 16 : alignment;
+  if ((a & (a - 1)) != 0) a = size_t{1} << (64 - __builtin_clzll(a));
+  if (a > MAX_ALIGN) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned(a, size);
+}
+
+int MallocShim::posix_memalign(void** out, size_t alignment, size_t size) {
+  if (!valid_alignment(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  void* p = aligned(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void* MallocShim::aligned_alloc(size_t alignment, size_t size) {
+  if (!valid_alignment(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned(alignment, size);
+}
+
+void* MallocShim::valloc(size_t size) {
+  return aligned(PAGE, size);
+}
+
+void* MallocShim::pvalloc(size_t size) {
+  size_t rounded = 0;
+  if (__builtin_add_overflow(size, PAGE - 1, &rounded)) return fail_enomem();
+  rounded &= ~(PAGE - 1);
+  return aligned(PAGE, rounded == 0 ? PAGE : rounded);
+}
+
+size_t MallocShim::usable_size(void* ptr) {
+  if (ptr == nullptr) return 0;
+  const int64_t n = ObMallocAllocator::usable_size(ptr);
+  return n < 0 ? 0 : static_cast<size_t>(n);
+}
+
+}  // namespace achunk

@@ -1,0 +1,49 @@
+// Drop-in malloc layer: glibc's malloc contracts (errno, overflow checks, alignment
+// rules, realloc(p, 0), calloc zeroing) over one ObMallocAllocator. Every allocation is
+// charged to the server tenant's GLIBC ctx under the label "glibc_malloc". The wiring on
+// top hands the process-wide allocator in (src/global/c_api.cc exports these as
+// achunk_*). Never calls malloc. Depends on the object layer.
+#pragma once
+
+#include <errno.h>
+
+#include <cstddef>
+
+#include "alloc/object/malloc_allocator.h"
+
+namespace achunk {
+
+inline constexpr ObMemAttr GLIBC_ATTR(OB_SERVER_TENANT_ID, "glibc_malloc", GLIBC);
+
+class MallocShim {
+ public:
+  explicit MallocShim(ObMallocAllocator& allocator) : allocator_(allocator) {}
+
+  // Inline: the drop-in malloc's every allocation starts here.
+  void* malloc(size_t size) {
+    if (size > static_cast<size_t>(AOBJECT_MAX_SIZE)) return fail_enomem();
+    void* p = allocator_.alloc(static_cast<int64_t>(size), GLIBC_ATTR);
+    return p != nullptr ? p : fail_enomem();
+  }
+  static void free(void* ptr) { ObMallocAllocator::free(ptr); }
+  void* calloc(size_t count, size_t size);
+  void* realloc(void* ptr, size_t size);
+  void* reallocarray(void* ptr, size_t count, size_t size);
+  void* memalign(size_t alignment, size_t size);
+  int posix_memalign(void** out, size_t alignment, size_t size);
+  void* aligned_alloc(size_t alignment, size_t size);
+  void* valloc(size_t size);
+  void* pvalloc(size_t size);
+  static size_t usable_size(void* ptr);
+
+ private:
+  static void* fail_enomem() {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  void* aligned(size_t alignment, size_t size);
+
+  ObMallocAllocator& allocator_;
+};
+
+}  // namespace achunk

@@ -1,0 +1,305 @@
+#include "alloc/object/malloc_allocator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "achunk/base/alloc_failure.h"
+#include "achunk/base/error_report.h"
+#include "achunk/base/tls.h"
+#include "alloc/object/label.h"
+#include "alloc/object/object_check.h"
+
+namespace achunk {
+
+namespace {
+
+constexpr const char* CTX_NAMES[MAX_CTX_ID] = {
+    "DEFAULT_CTX_ID",    "MEMSTORE_CTX_ID", "EXECUTE_CTX_ID",  "TRANS_CTX_MGR_ID",
+    "PLAN_CACHE_CTX_ID", "WORK_AREA",       "GLIBC",           "CO_STACK",
+    "LIBEASY",           "LOGGER_CTX_ID",   "KVSTORE_CACHE_ID"};
+
+// The last (directory, tenant, ctx) this thread allocated from: most threads allocate
+// from one or two, and the directory scan is then skipped.
+struct TaCache {
+  uint32_t allocator_id;  // not the address: another allocator may be built at that one
+  uint64_t tenant_id;
+  int ctx_id;
+  ObTenantCtxAllocator* ta;
+};
+ACHUNK_TLS TaCache tl_ta_cache;
+
+AChunk* fail(AllocFailKind kind, int64_t size) {
+  set_alloc_failure(AllocFailure{kind, 0, size, 0, 0});
+  return nullptr;
+}
+
+// The object header of a pointer ob_malloc handed out, after checking the chunk and
+// block headers on the way; 0 (after a report) when it is not one.
+uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "not 16-byte aligned: not from ob_malloc");
+    return 0;
+  }
+  AChunk* chunk = AChunk::ptr2chunk(header_of(ptr));
+  const BlockChunkMeta* meta = chunk_meta(chunk);
+  ABlock* block = chunk->is_valid() && meta->kind_ == BlockSet::OWNER_OBJECT_SET
+                      ? BlockSet::ptr2block(header_of(ptr))
+                      : nullptr;
+  if (block == nullptr || !block->in_use()) {
+    const char* why = chunk->is_valid() && meta->kind_ == BlockSet::OWNER_PAGE_MANAGER
+                          ? "memory of a context's page manager: free it through its context"
+                          : "no ob_malloc chunk or block holds it";
+    report_error(ErrorKind::INVALID_FREE, ptr, why);
+    return 0;
+  }
+  if (slab_of(block)->sc_ == Slab::FOREIGN) {
+    report_error(ErrorKind::INVALID_FREE, ptr,
+                 "memory of a memory context: free it through its context");
+    return 0;
+  }
+  if (block_out != nullptr) *block_out = block;
+  return live_header(ptr, true);
+}
+
+}  // namespace
+
+void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr,
+                                   uint16_t label) {
+  // No entry for no label: the fast path reads the label without a null check.
+  if (size > SMALL_OBJECT_MAX || attr.label_ == nullptr) return;
+  ThreadHeap* heap = ta.object_set().existing_heap();
+  uint64_t bytes[2];
+  if (heap == nullptr || !read_label_bytes(attr.label_, bytes)) return;
+  malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_) =
+      malloc_front::Entry{attr.label_,
+                          {bytes[0], bytes[1]},
+                          attr.tenant_id_,
+                          heap,
+                          attr.ctx_id_,
+                          id_,
+                          object_set_tls::heap_epoch,
+                          make_header(ObjectState::IN_USE, label, 0)};
+}
+
+const char* ctx_name(int ctx_id) {
+  return ctx_id >= 0 && ctx_id < MAX_CTX_ID ? CTX_NAMES[ctx_id] : "INVALID_CTX_ID";
+}
+
+namespace malloc_front {
+ACHUNK_TLS Entry entries[ENTRIES];
+}  // namespace malloc_front
+
+namespace {
+std::atomic<uint32_t> g_next_allocator_id{1};
+}  // namespace
+
+ObMallocAllocator::ObMallocAllocator(AChunkMgr& chunk_mgr)
+    : chunk_mgr_(chunk_mgr), id_(g_next_allocator_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+ObMallocAllocator::~ObMallocAllocator() {
+  for (int t = 0; t < MAX_TENANTS; ++t) {
+    for (auto& slot : tenants_[t].ctx) {
+      if (ObTenantCtxAllocator* ta = slot.load()) ta->~ObTenantCtxAllocator();
+    }
+    if (tenants_[t].memory != nullptr) tenants_[t].memory->~ObTenantMemory();
+  }
+}
+
+ObMallocAllocator::Tenant* ObMallocAllocator::find_tenant(uint64_t tenant_id, bool create) {
+  for (Tenant& t : tenants_) {
+    if (t.ready.load(std::memory_order_acquire) && t.memory->tenant_id() == tenant_id) return &t;
+  }
+  if (!create) return nullptr;
+  std::lock_guard<SpinLock> guard(lock_);
+  for (int i = 0; i < MAX_TENANTS; ++i) {
+    Tenant& t = tenants_[i];
+    if (t.ready.load(std::memory_order_relaxed)) {
+      if (t.memory->tenant_id() == tenant_id) return &t;
+      continue;
+    }
+    t.memory = new (tenant_storage_[i]) ObTenantMemory(tenant_id);
+    t.ready.store(true, std::memory_order_release);
+    return &t;
+  }
+  return nullptr;
+}
+
+ObTenantMemory* ObMallocAllocator::get_tenant(uint64_t tenant_id) {
+  Tenant* t = find_tenant(tenant_id, true);
+  return t != nullptr ? t->memory : nullptr;
+}
+
+ObTenantCtxAllocator* ObMallocAllocator::get_tenant_ctx_allocator(uint64_t tenant_id, int ctx_id) {
+  if (ctx_id < 0 || ctx_id >= MAX_CTX_ID) return nullptr;
+  Tenant* t = find_tenant(tenant_id, true);
+  if (t == nullptr) return nullptr;
+  if (ObTenantCtxAllocator* ta = t->ctx[ctx_id].load(std::memory_order_acquire)) return ta;
+  std::lock_guard<SpinLock> guard(lock_);
+  if (ObTenantCtxAllocator* ta = t->ctx[ctx_id].load(std::memory_order_relaxed)) return ta;
+  const int ti = static_cast<int>(t - tenants_);
+  auto* ta = new (ctx_storage_[ti][ctx_id]) ObTenantCtxAllocator(chunk_mgr_, *t->memory, ctx_id);
+  t->ctx[ctx_id].store(ta, std::memory_order_release);
+  return ta;
+}
+
+bool ObMallocAllocator::set_tenant_limit(uint64_t tenant_id, int64_t bytes) {
+  ObTenantMemory* t = get_tenant(tenant_id);
+  if (t == nullptr) return false;
+  t->set_limit(bytes);
+  return true;
+}
+
+bool ObMallocAllocator::set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes) {
+  ObTenantCtxAllocator* ta = get_tenant_ctx_allocator(tenant_id, ctx_id);
+  if (ta == nullptr) return false;
+  ta->set_limit(bytes);
+  return true;
+}
+
+void ObMallocAllocator::fork_lock() {
+  lock_.lock();
+  label_fork_lock();
+  ObjectSet::fork_lock_all();
+  chunk_mgr_.fork_lock();
+}
+
+void ObMallocAllocator::fork_unlock() {
+  chunk_mgr_.fork_unlock();
+  ObjectSet::fork_unlock_all();
+  label_fork_unlock();
+  lock_.unlock();
+}
+
+int64_t ObMallocAllocator::wash_stale_spans(int64_t min_free_us) {
+  int64_t washed = 0;
+  for_each_ctx([&](ObTenantMemory&, ObTenantCtxAllocator& ta) {
+    washed += ta.object_set().wash_stale_spans(min_free_us);
+  });
+  return washed;
+}
+
+void ObMallocAllocator::flush_thread_caches() {
+  for_each_ctx(
+      [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });
+}
+
+void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size,
+                                      const ObMemAttr& attr) {
+  if (void* p = heap.alloc_object(size, label)) return p;
+  return alloc_slow(size, attr);
+}
+
+void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
+  if (size < 0 || size > AOBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
+  TaCache& cache = tl_ta_cache;
+  ObTenantCtxAllocator* ta = cache.ta;
+  if (cache.allocator_id != id_ || cache.tenant_id != attr.tenant_id_ ||
+      cache.ctx_id != attr.ctx_id_ || ta == nullptr) {
+    ta = get_tenant_ctx_allocator(attr.tenant_id_, attr.ctx_id_);
+    if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
+    cache = TaCache{id_, attr.tenant_id_, attr.ctx_id_, ta};
+  }
+  const uint16_t label = label_id_cached(attr.label_);
+  if (void* p = ta->object_set().alloc(size, label)) {
+    fill_front(*ta, size, attr, label);
+    return p;
+  }
+  // Give back what can be given back, once, then retry: this thread's empty slabs for a
+  // ctx or tenant limit (they may free whole chunks); the chunk cache for the server
+  // limit; for a failed mmap also the pages of every free span of the ctx's chunks.
+  const AllocFailKind kind = last_alloc_failure().kind;
+  if (kind == AllocFailKind::CTX_LIMIT || kind == AllocFailKind::TENANT_LIMIT) {
+    ta->object_set().flush_thread_heap();
+  } else if (kind == AllocFailKind::SERVER_LIMIT) {
+    chunk_mgr_.sync_wash();
+  } else if (kind == AllocFailKind::PHYSICAL_MEMORY_EXHAUST) {
+    ta->object_set().wash_free_spans();
+    chunk_mgr_.sync_wash();
+  } else {
+    return nullptr;
+  }
+  return ta->object_set().alloc(size, label);
+}
+
+void ObMallocAllocator::free_checked(void* ptr) {
+  ABlock* block = nullptr;
+  uint64_t h = checked_header(ptr, &block);
+  if (h == 0) return;
+  if (header_state(h) == ObjectState::ALIGNED) {
+    // An aligned pointer: the real object starts `offset` bytes before it.
+    void* raw = static_cast<char*>(ptr) - header_size(h);
+    const uint64_t raw_h = checked_header(raw, &block);
+    if (raw_h == 0) return;
+    const uint32_t aligned_size = header_size(raw_h) - (uint32_t{1} << header_label(h));
+    if (!check_tail(ptr, raw_h, aligned_size, "tail canary of aligned object overwritten")) return;
+    store_header(ptr, 0);
+    ptr = raw;
+    h = raw_h;
+  }
+  if (!check_tail(ptr, h, header_size(h), "tail canary overwritten")) return;
+  ObjectSet::free(ptr, block);
+}
+
+int64_t ObMallocAllocator::get_size(void* ptr) {
+  const uint64_t h = checked_header(ptr);
+  if (h == 0) return -1;
+  if (header_state(h) != ObjectState::ALIGNED) return header_size(h);
+  void* raw = static_cast<char*>(ptr) - header_size(h);
+  return header_size(load_header(raw)) - (int64_t{1} << header_label(h));
+}
+
+int64_t ObMallocAllocator::usable_size(void* ptr) {
+  const uint64_t h = checked_header(ptr);
+  if (h == 0) return -1;
+  if (header_state(h) == ObjectState::ALIGNED) return get_size(ptr);
+  // Callers may write every byte we report, so the object first grows to fill its slot
+  // and its canary moves to the slot's end; the overrun check stays exact.
+  const int64_t capacity = std::min(ObjectSet::usable_size(ptr), AOBJECT_MAX_SIZE);
+  ObjectSet::resize_in_place(ptr, capacity);
+  return capacity;
+}
+
+void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr) {
+  if (ptr == nullptr) return alloc(size, attr);
+  if (size == 0) {
+    free(ptr);
+    return nullptr;
+  }
+  const uint64_t h = checked_header(ptr);
+  if (h == 0) return nullptr;
+  if (header_state(h) != ObjectState::ALIGNED && size <= AOBJECT_MAX_SIZE &&
+      ObjectSet::resize_in_place(ptr, size)) {
+    return ptr;
+  }
+  void* fresh = alloc(size, attr);
+  if (fresh == nullptr) return nullptr;
+  const int64_t old_size = get_size(ptr);
+  std::memcpy(fresh, ptr, static_cast<size_t>(old_size < size ? old_size : size));
+  free(ptr);
+  return fresh;
+}
+
+void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAttr& attr) {
+  if (align <= 0 || (align & (align - 1)) != 0 || align > (int64_t{1} << 20)) {
+    return fail(AllocFailKind::INVALID_ARGUMENT, size);
+  }
+  if (align <= 16) return alloc(size, attr);
+  if (size < 0 || size > AOBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
+  char* raw = static_cast<char*>(alloc(size + align, attr));
+  if (raw == nullptr) return nullptr;
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + align - 1) & ~(uintptr_t(align) - 1);
+  char* aligned = reinterpret_cast<char*>(a);
+  if (aligned == raw) return raw;
+  // A pad header just below the aligned pointer leads back to the object; a second
+  // canary right after the aligned bytes catches overruns within the slack.
+  // Its label field holds log2(align), which gives the aligned object's size back.
+  const uint32_t offset = static_cast<uint32_t>(aligned - raw);
+  const auto lg = static_cast<uint16_t>(__builtin_ctzll(static_cast<uint64_t>(align)));
+  store_header(aligned, make_header(ObjectState::ALIGNED, lg, offset));
+  write_tail(aligned, static_cast<uint32_t>(size));
+  return aligned;
+}
+
+}  // namespace achunk

@@ -1,0 +1,118 @@
+// Object layer: ObMallocAllocator, the tenant directory and the ob_malloc engine. It maps
+// (tenant, ctx) to an ObTenantCtxAllocator (created on first use in fixed storage, never
+// freed), applies tenant and ctx limits, retries a failed allocation once after giving
+// memory back, validates every free (magic, state, tail canary), and prints per-ctx and
+// per-label usage. Never calls malloc. Depends on tenant_ctx_allocator.h, ob_mem_attr.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "achunk/base/spin_lock.h"
+#include "alloc/object/malloc_front.h"
+#include "alloc/object/ob_mem_attr.h"
+#include "alloc/object/tenant_ctx_allocator.h"
+
+namespace achunk {
+
+class ObMallocAllocator {
+ public:
+  static constexpr int MAX_TENANTS = 16;
+
+  explicit ObMallocAllocator(AChunkMgr& chunk_mgr);
+  ~ObMallocAllocator();
+  ObMallocAllocator(const ObMallocAllocator&) = delete;
+  ObMallocAllocator& operator=(const ObMallocAllocator&) = delete;
+
+  // nullptr with last_alloc_failure() set on failure; size 0 gives a unique pointer.
+  // Inline: a repeated small allocation is served from this thread's front entry.
+  void* alloc(int64_t size, const ObMemAttr& attr) {
+    malloc_front::Entry& e = malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_);
+    // Entries are filled only for non-null labels that were readable, so the same pointer
+    // can be read without the checks; equal bytes then mean the text did not change.
+    if (e.label == attr.label_ && e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ &&
+        e.ctx_id == attr.ctx_id_ && e.heap_epoch == object_set_tls::heap_epoch &&
+        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+      uint64_t bytes[2];
+      read_label_bytes_unchecked(attr.label_, bytes);
+      if (bytes[0] == e.label_bytes[0] && bytes[1] == e.label_bytes[1]) {
+        if (void* p = e.heap->alloc_object_fast(size, e.in_use_header)) return p;
+        return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
+      }
+    }
+    return alloc_slow(size, attr);
+  }
+  // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns
+  // nullptr. On failure returns nullptr and leaves `ptr` untouched.
+  void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
+  // `align` must be a power of two (up to 1 MiB).
+  void* alloc_align(int64_t align, int64_t size, const ObMemAttr& attr);
+  // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
+  // free or an overwritten tail canary is reported through report_error().
+  static void free(void* ptr) {
+    if (ptr != nullptr && !ObjectSet::try_free_fast(ptr)) free_checked(ptr);
+  }
+  // Requested size of a live object; -1 (and a report) for an invalid pointer.
+  static int64_t get_size(void* ptr);
+  // Bytes the caller may use (at least the requested size): the object is grown in place
+  // to fill its slot or span first. -1 (and a report) for an invalid pointer.
+  static int64_t usable_size(void* ptr);
+
+  ObTenantCtxAllocator* get_tenant_ctx_allocator(uint64_t tenant_id, int ctx_id);
+  ObTenantMemory* get_tenant(uint64_t tenant_id);
+  bool set_tenant_limit(uint64_t tenant_id, int64_t bytes);
+  bool set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes);
+  // Returns the calling thread's cached slabs of every ctx to the block layer.
+  void flush_thread_caches();
+  // ObjectSet::wash_stale_spans(min_free_us) for every ctx; the bytes washed.
+  int64_t wash_stale_spans(int64_t min_free_us);
+  AChunkMgr& chunk_mgr() { return chunk_mgr_; }
+  // fork(): the directory's, every object set's and the chunk manager's locks.
+  void fork_lock();
+  void fork_unlock();
+
+  // "[MEMORY] tenant_id= ctx_id= hold= used= limit= free=" per ctx, then one line per
+  // label sorted by hold. Returns the length needed, like snprintf; never allocates.
+  int64_t print_usage(char* buf, int64_t len);
+  int64_t print_usage_json(char* buf, int64_t len);
+
+ private:
+  // Every other allocation; fills the front entry for the next one.
+  void* alloc_slow(int64_t size, const ObMemAttr& attr);
+  // A front hit whose current slab ran dry: refills from the heap, and takes the slow
+  // path (limits, retries, the failure reason) only if that fails.
+  void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr);
+  void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
+  // Every other free: other threads' objects, big and aligned ones, and the reports.
+  static void free_checked(void* ptr);
+
+  struct Tenant {
+    std::atomic<bool> ready{false};
+    ObTenantMemory* memory = nullptr;
+    std::atomic<ObTenantCtxAllocator*> ctx[MAX_CTX_ID] = {};
+  };
+
+  Tenant* find_tenant(uint64_t tenant_id, bool create);
+  template <typename F>
+  void for_each_ctx(F f);
+
+  AChunkMgr& chunk_mgr_;
+  const uint32_t id_;  // unique per instance: front entries of a destroyed one never match
+  SpinLock lock_;      // creation of tenants and ctx allocators
+  Tenant tenants_[MAX_TENANTS];
+  alignas(ObTenantMemory) unsigned char tenant_storage_[MAX_TENANTS][sizeof(ObTenantMemory)];
+  alignas(ObTenantCtxAllocator) unsigned char ctx_storage_[MAX_TENANTS][MAX_CTX_ID]
+                                                          [sizeof(ObTenantCtxAllocator)];
+};
+
+template <typename F>
+void ObMallocAllocator::for_each_ctx(F f) {
+  for (Tenant& t : tenants_) {
+    if (!t.ready.load(std::memory_order_acquire)) continue;
+    for (auto& slot : t.ctx) {
+      if (ObTenantCtxAllocator* ta = slot.load(std::memory_order_acquire)) f(*t.memory, *ta);
+    }
+  }
+}
+
+}  // namespace achunk

@@ -1,0 +1,150 @@
+// ObjectSet's object paths: alloc (small through the thread heap, big as its own span),
+// free from any thread, in-place resize, and the usage scan.
+#include <mutex>
+#include <new>
+
+#include "alloc/object/object_set.h"
+#include "alloc/object/thread_heap.h"
+
+namespace achunk {
+
+namespace {
+
+// A big object's user pointer sits 16 bytes into its span: header at 8, 16-aligned user.
+constexpr int64_t BIG_OFFSET = 2 * AOBJECT_HEADER_SIZE;
+
+void* slot_start_user(ABlock* block) {
+  return static_cast<char*>(block_data(block)) + BIG_OFFSET;
+}
+
+}  // namespace
+
+void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
+  bool zeroed = false;
+  ABlock* block = take_span(
+      BIG_OFFSET + size + AOBJECT_TAIL_SIZE,
+      [&](ABlock* block) {
+        new (block->owner_area_) Slab();
+        slab_of(block)->sc_ = Slab::BIG;
+        slab_of(block)->born_zero_ = zeroed;
+        void* p = slot_start_user(block);
+        store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
+        write_tail(p, static_cast<uint32_t>(size));
+      },
+      &zeroed);
+  return block != nullptr ? slot_start_user(block) : nullptr;
+}
+
+bool ObjectSet::born_zero(void* ptr) {
+  const Slab* slab = slab_of(BlockSet::ptr2block(header_of(ptr)));
+  return slab->sc_ == Slab::BIG && slab->born_zero_;
+}
+
+void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
+  if (slab->sc_ == Slab::BIG) {
+    free_span(block);
+    return;
+  }
+  // Another thread's slab (or an abandoned one): a lock-free push its owner collects.
+  void* head = slab->remote_free_.load(std::memory_order_relaxed);
+  do {
+    *static_cast<void**>(ptr) = head;
+  } while (!slab->remote_free_.compare_exchange_weak(head, ptr, std::memory_order_release,
+                                                     std::memory_order_relaxed));
+}
+
+int64_t ObjectSet::usable_size(void* ptr) {
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  const Slab* slab = slab_of(block);
+  if (slab->sc_ == Slab::BIG) {
+    return BlockSet::span_bytes(block) - BIG_OFFSET - AOBJECT_TAIL_SIZE;
+  }
+  return class_slot_size(slab->sc_) - AOBJECT_META_SIZE;
+}
+
+bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
+  if (new_size <= 0 || new_size > usable_size(ptr)) return false;
+  const uint64_t h = load_header(ptr);
+  store_header(ptr, make_header(header_state(h), header_label(h), static_cast<uint32_t>(new_size)));
+  write_tail(ptr, static_cast<uint32_t>(new_size));
+  return true;
+}
+
+int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
+  int n = 0;
+  *total = LabelUsage{};
+  auto account = [&](uint64_t h, int64_t hold, bool big) {
+    const uint16_t label = header_label(h);
+    int i = 0;
+    while (i < n && out[i].label != label) ++i;
+    if (i == n) {
+      if (n == cap) return;  // more labels than room: the total still counts it
+      out[n++] = LabelUsage{label, 0, 0, 0, 0};
+    }
+    for (LabelUsage* u : {&out[i], total}) {
+      u->hold += hold;
+      u->used += header_size(h);
+      u->count += 1;
+      u->blocks += big ? 1 : 0;
+    }
+  };
+  mgr_.for_each([&](BlockSet& bs) {
+    bs.for_each_used_span([&](ABlock* block) {
+      const Slab* slab = slab_of(block);
+      if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
+      if (slab->sc_ == Slab::BIG) {
+        account(load_header(slot_start_user(block)), BlockSet::span_bytes(block), true);
+        return;
+      }
+      const int64_t slot = class_slot_size(slab->sc_);
+      char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+      const int carved = slab->carved_.load(std::memory_order_acquire);
+      for (int i = 0; i < carved; ++i, user += slot) {
+        const uint64_t h = load_header(user);
+        if (header_state(h) == ObjectState::IN_USE) account(h, slot, false);
+      }
+    });
+  });
+  return n;
+}
+
+void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
+  *u = SpanUsage{};
+  u->wash_at = wash_at_bytes();
+  u->heap_trims = heap_trims();
+  u->spares_reclaimed = spares_reclaimed();
+  auto add_resident = [&](int64_t* sum, void* addr, int64_t len) {
+    const int64_t r = resident(ctx, addr, len);
+    *sum = r < 0 || *sum < 0 ? -1 : *sum + r;
+  };
+  mgr_.for_each([&](BlockSet& bs) {
+    bs.for_each_used_span([&](ABlock* block) {
+      const Slab* slab = slab_of(block);
+      const int64_t bytes = BlockSet::span_bytes(block);
+      if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) {
+        u->other += bytes;
+      } else if (slab->sc_ == Slab::BIG) {
+        u->big += bytes;
+        add_resident(&u->big_resident, block_data(block), bytes);
+      } else {
+        const int64_t slot = class_slot_size(slab->sc_);
+        char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+        const int carved = slab->carved_.load(std::memory_order_acquire);
+        int64_t live = 0;
+        for (int i = 0; i < carved; ++i, user += slot) {
+          if (header_state(load_header(user)) == ObjectState::IN_USE) live += slot;
+        }
+        u->slabs += bytes;
+        u->slab_slots += carved * slot;
+        u->slab_live += live;
+        u->empty_slabs += live == 0 ? bytes : 0;
+        add_resident(&u->slab_resident, block_data(block), bytes);
+      }
+    });
+    bs.for_each_free_span([&](ABlock* block, int64_t bytes) {
+      add_resident(&u->free_resident, block_data(block), bytes);
+    });
+  });
+}
+
+}  // namespace achunk

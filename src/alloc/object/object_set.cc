@@ -1,0 +1,307 @@
+#include "alloc/object/object_set.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+
+#include "achunk/base/tls.h"
+#include "alloc/object/thread_heap.h"
+
+namespace achunk {
+
+namespace object_set_tls {
+ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
+ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
+ACHUNK_TLS char thread_marker;
+ACHUNK_TLS uint32_t heap_epoch;
+std::atomic<uint32_t> generation[MAX_SETS];
+}  // namespace object_set_tls
+
+namespace {
+
+std::atomic<ObjectSet*> g_sets[ObjectSet::MAX_SETS];  // live sets by index
+SpinLock g_sets_lock;
+
+using object_set_tls::heap_generation;
+using object_set_tls::heaps;
+auto& g_generation = object_set_tls::generation;
+
+pthread_key_t g_exit_key;
+std::once_flag g_exit_key_once;
+
+// Thread exit: hand every heap of the thread back to its set. pthread keys (not a
+// thread_local destructor) because registering those may call malloc.
+void on_thread_exit(void*) {
+  for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
+    ThreadHeap* heap = heaps[i];
+    if (heap == nullptr) continue;
+    heaps[i] = nullptr;
+    ++object_set_tls::heap_epoch;
+    if (heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
+    if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
+  }
+}
+
+void arm_thread_exit() {
+  std::call_once(g_exit_key_once, [] { pthread_key_create(&g_exit_key, &on_thread_exit); });
+  // Any non-null value makes the destructor run at exit.
+  if (pthread_getspecific(g_exit_key) == nullptr) pthread_setspecific(g_exit_key, &g_exit_key);
+}
+
+}  // namespace
+
+ObjectSet::ObjectSet(ChunkSource& source) : source_(source), mgr_(source, this) {
+  std::lock_guard<SpinLock> guard(g_sets_lock);
+  for (int i = 0; i < MAX_SETS; ++i) {
+    if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {
+      index_ = i;
+      g_sets[i].store(this, std::memory_order_release);
+      return;
+    }
+  }
+  // Out of indices: the set still works, but every alloc takes the shared slow path.
+}
+
+ObjectSet::~ObjectSet() {
+  if (index_ >= 0) {
+    std::lock_guard<SpinLock> guard(g_sets_lock);
+    g_generation[index_].fetch_add(1, std::memory_order_acq_rel);
+    g_sets[index_].store(nullptr, std::memory_order_release);
+  }
+  // The shards' BlockSets return every chunk, heaps and live objects included.
+}
+
+ThreadHeap* ObjectSet::create_heap() {
+  if (index_ < 0) return nullptr;
+  const uint32_t gen = g_generation[index_].load(std::memory_order_relaxed);
+  ThreadHeap* heap = nullptr;
+  take_span(sizeof(ThreadHeap), [&](ABlock* block) {
+    new (block->owner_area_) Slab();
+    slab_of(block)->sc_ = Slab::HEAP;  // not a slab: usage scans skip it
+    heap = new (block_data(block)) ThreadHeap(this);
+  });
+  if (heap == nullptr) return nullptr;
+  {
+    std::lock_guard<SpinLock> guard(heaps_lock_);
+    heap->next_heap_ = heaps_;
+    if (heaps_ != nullptr) heaps_->prev_heap_ = heap;
+    heaps_ = heap;
+  }
+  heaps[index_] = heap;
+  heap_generation[index_] = gen;
+  arm_thread_exit();
+  return heap;
+}
+
+void ObjectSet::flush_thread_heap() {
+  if (ThreadHeap* heap = existing_heap()) {
+    heaps[index_] = nullptr;
+    ++object_set_tls::heap_epoch;
+    abandon(heap);
+    return;
+  }
+  std::lock_guard<SpinLock> guard(lock_);
+  reclaim_abandoned_locked();
+}
+
+ABlock* ObjectSet::alloc_span(int64_t bytes) {
+  return take_span(bytes, [](ABlock* block) {
+    new (block->owner_area_) Slab();
+    slab_of(block)->sc_ = Slab::FOREIGN;  // usage scans and ob_free leave it alone
+  });
+}
+
+void ObjectSet::free_span(ABlock* block, bool wash) {
+  SubObjectMgr& shard = ObjectMgr::shard_of(block);
+  std::lock_guard<SpinLock> guard(shard.lock_);
+  shard.block_set_.free_block(block, wash);
+}
+
+int64_t ObjectSet::wash_free_spans() {
+  return mgr_.sum([](BlockSet& bs) { return bs.wash_free_spans(); });
+}
+
+int64_t ObjectSet::reclaim_idle_spares(const ThreadHeap* self) {
+  ABlock* chain = nullptr;
+  int64_t bytes = 0;
+  {
+    std::lock_guard<SpinLock> guard(heaps_lock_);
+    for (ThreadHeap* heap = heaps_; heap != nullptr; heap = heap->next_heap_) {
+      // A heap whose lock is held is in a slow path: busy, not idle.
+      if (heap == self || !heap->lock_.try_lock()) continue;
+      if (heap->activity_ == heap->seen_activity_) chain = heap->give_up_spares(chain, &bytes);
+      heap->seen_activity_ = heap->activity_;
+      heap->lock_.unlock();
+    }
+  }
+  // After the locks: giving spans back takes shard locks, which a heap's owner takes
+  // under its own lock.
+  while (chain != nullptr) {
+    ABlock* next = chain->next_;
+    chain->next_ = nullptr;
+    free_span(chain);
+    chain = next;
+  }
+  if (bytes > 0) spares_reclaimed_.fetch_add(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
+int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
+  reclaim_idle_spares(nullptr);
+  return mgr_.sum([&](BlockSet& bs) { return bs.wash_stale_spans(min_free_us); });
+}
+
+void ObjectSet::abandon(ThreadHeap* heap) {
+  {
+    // Out of the list first: once it is, no other thread looks at the heap again.
+    std::lock_guard<SpinLock> guard(heaps_lock_);
+    if (heap->prev_heap_ != nullptr) {
+      heap->prev_heap_->next_heap_ = heap->next_heap_;
+    } else {
+      heaps_ = heap->next_heap_;
+    }
+    if (heap->next_heap_ != nullptr) heap->next_heap_->prev_heap_ = heap->prev_heap_;
+  }
+  std::lock_guard<SpinLock> guard(lock_);
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    ABlock* block = heap->slabs_[sc];
+    while (block != nullptr) {
+      ABlock* next = block->next_;
+      Slab* slab = slab_of(block);
+      slab->owner_thread_.store(nullptr, std::memory_order_release);
+      ThreadHeap::collect(slab);
+      if (slab->used_ == 0) {
+        free_span(block);
+      } else {
+        block->prev_ = nullptr;
+        block->next_ = abandoned_[sc];
+        if (abandoned_[sc] != nullptr) abandoned_[sc]->prev_ = block;
+        abandoned_[sc] = block;
+      }
+      block = next;
+    }
+  }
+  free_span(BlockSet::ptr2block(heap));
+  reclaim_abandoned_locked();
+}
+
+void ObjectSet::reclaim_abandoned_locked() {
+  // Abandoned slabs whose objects were all freed since have no owner to notice; gather
+  // their remote frees here and give the empty ones back.
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    for (ABlock* block = abandoned_[sc]; block != nullptr;) {
+      ABlock* next = block->next_;
+      Slab* slab = slab_of(block);
+      ThreadHeap::collect(slab);
+      if (slab->used_ == 0) {
+        if (block->prev_ != nullptr) {
+          block->prev_->next_ = next;
+        } else {
+          abandoned_[sc] = next;
+        }
+        if (next != nullptr) next->prev_ = block->prev_;
+        free_span(block);
+      }
+      block = next;
+    }
+  }
+}
+
+// size_class.h sizes slabs in whole blocks without depending on the block layer.
+static_assert(SLAB_UNIT == ABLOCK_SIZE);
+
+ABlock* ObjectSet::new_slab(int sc) {
+  const int64_t bytes = slab_bytes(sc);
+  return take_span(bytes, [&](ABlock* block) {
+    Slab* slab = new (block->owner_area_) Slab();
+    slab->sc_ = static_cast<uint16_t>(sc);
+    slab->capacity_ = static_cast<uint16_t>((bytes - AOBJECT_HEADER_SIZE) / class_slot_size(sc));
+    carve(block);
+    slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
+  });
+}
+
+bool ObjectSet::carve(ABlock* block) {
+  Slab* slab = slab_of(block);
+  const int from = slab->carved_.load(std::memory_order_relaxed);
+  if (from >= slab->capacity_) return false;
+  const int64_t slot = class_slot_size(slab->sc_);
+  // Slots start 8 bytes into the span so user pointers (after the 8-byte header) are
+  // 16-byte aligned. Up to the end of the page the first new slot starts in (at least
+  // one slot), so each carve touches about one more page.
+  char* base = static_cast<char*>(block_data(block)) + AOBJECT_HEADER_SIZE;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(base) + from * slot;
+  const uintptr_t page_end = (first | (CARVE_BYTES - 1)) + 1;
+  int to = from + 1 + static_cast<int>((page_end - first - 1) / slot);
+  if (to > slab->capacity_) to = slab->capacity_;
+  void* head = slab->local_free_;
+  for (int i = to - 1; i >= from; --i) {
+    char* user = base + i * slot + AOBJECT_HEADER_SIZE;
+    store_header(user, make_header(ObjectState::FREE, 0, 0));
+    *reinterpret_cast<void**>(user) = head;
+    head = user;
+  }
+  slab->local_free_ = head;
+  // After the headers: a usage scan reads only carved slots, and never garbage.
+  slab->carved_.store(static_cast<uint16_t>(to), std::memory_order_release);
+  return true;
+}
+
+ABlock* ObjectSet::adopt_slab(int sc) {
+  std::lock_guard<SpinLock> guard(lock_);
+  ABlock* block = abandoned_[sc];
+  if (block == nullptr) return nullptr;
+  abandoned_[sc] = block->next_;
+  if (block->next_ != nullptr) block->next_->prev_ = nullptr;
+  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_release);
+  return block;
+}
+
+void ObjectSet::fork_lock_all() {
+  g_sets_lock.lock();
+  for (auto& slot : g_sets) {
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
+      set->heaps_lock_.lock();
+      set->lock_.lock();
+      set->mgr_.lock_all();
+    }
+  }
+}
+
+void ObjectSet::fork_unlock_all() {
+  for (auto& slot : g_sets) {
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
+      set->mgr_.unlock_all();
+      set->lock_.unlock();
+      set->heaps_lock_.unlock();
+    }
+  }
+  g_sets_lock.unlock();
+}
+
+ObjectSet* ObjectSet::owner_of(void* ptr) {
+  return ObjectMgr::shard_of(ptr).set_;
+}
+
+int64_t ObjectSet::hold() {
+  return mgr_.sum([](BlockSet& bs) { return bs.hold(); });
+}
+
+int64_t ObjectSet::span_used() {
+  return mgr_.sum([](BlockSet& bs) { return bs.used(); });
+}
+
+int64_t ObjectSet::free_span_bytes(int64_t* washed) {
+  *washed = 0;
+  return mgr_.sum([&](BlockSet& bs) { return bs.free_span_bytes(washed); });
+}
+
+int64_t ObjectSet::wash_at_bytes() {
+  int64_t longest = 0;
+  mgr_.for_each([&](BlockSet& bs) { longest = std::max(longest, bs.wash_at_bytes()); });
+  return longest;
+}
+
+}  // namespace achunk

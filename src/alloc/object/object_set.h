@@ -1,0 +1,252 @@
+// Object layer: ObjectSet serves objects of one (tenant, ctx) allocator. Small objects
+// come from size-class slabs (64 KiB spans of a BlockSet); each slab belongs to one
+// thread's ThreadHeap, which allocates and frees on it without atomics or locks. A free
+// from another thread pushes onto the slab's lock-free remote list; the owning heap
+// collects those lists when its current slab runs dry (no back-pointers to a heap, so a
+// thread may exit at any moment without leaving dangling references). Big
+// objects get a span (or a chunk) of their own. A thread's slabs are abandoned to the
+// set when it exits and adopted by the next heap that needs that class. Spans come
+// from the shards of an ObjectMgr, so threads refilling at once rarely share a lock.
+// Depends on the block layer (through object_mgr.h), aobject.h, size_class.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "achunk/base/spin_lock.h"
+#include "achunk/base/tls.h"
+#include "alloc/block/block_set.h"
+#include "alloc/block/object_mgr.h"
+#include "alloc/object/size_class.h"
+
+namespace achunk {
+
+class ThreadHeap;
+class ObjectSet;
+
+// Per-thread heap pointers by set index, and a generation per index so a pointer cached
+// for a destroyed set is recognised as stale even after the index is reused. Declared
+// here so the lookup inlines into the allocation path.
+namespace object_set_tls {
+inline constexpr int MAX_SETS = 256;
+extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
+extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
+extern std::atomic<uint32_t> generation[MAX_SETS];
+// Its address names the calling thread among the live ones: a slab records its owner by
+// it, so a free recognises its own thread's slab without finding the heap first.
+extern ACHUNK_TLS char thread_marker;
+// Bumped each time the thread gives one of its heaps back: a cached heap pointer taken
+// under an older epoch may be gone.
+extern ACHUNK_TLS uint32_t heap_epoch;
+}  // namespace object_set_tls
+
+inline const void* this_thread_marker() {
+  return &object_set_tls::thread_marker;
+}
+
+// A slab is carved (its slots' headers written and listed) this many bytes at a time.
+inline constexpr int64_t CARVE_BYTES = 4096;
+
+// A slab's state, kept in its ABlock's owner area.
+struct Slab {
+  static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
+  static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
+  static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
+
+  // The owning heap's thread (this_thread_marker()); nullptr: abandoned to the set, or
+  // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
+  std::atomic<const void*> owner_thread_{nullptr};
+  void* local_free_ = nullptr;               // owner only: free slots (user pointers)
+  std::atomic<void*> remote_free_{nullptr};  // other threads' frees
+  int32_t used_ = 0;                         // owner only: objects out, net of frees seen
+  uint16_t sc_ = 0;
+  uint16_t capacity_ = 0;
+  // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page
+  // at a time as its owner needs slots, so the pages of a partly used slab that no
+  // object ever reached stay untouched (and, in fresh memory, out of the RSS). Stored by
+  // the owner after the headers, read by usage scans.
+  std::atomic<uint16_t> carved_{0};
+  uint16_t empty_mark_ = 0;  // owner only: its heap's refill count when it last emptied
+  // A big object's span was untouched (fresh or washed) when the object was carved, so
+  // its bytes read as zero then (see ObjectSet::born_zero).
+  bool born_zero_ = false;
+};
+static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
+
+inline Slab* slab_of(ABlock* block) {
+  return reinterpret_cast<Slab*>(block->owner_area_);
+}
+inline ABlock* block_of(Slab* slab) {
+  return reinterpret_cast<ABlock*>(reinterpret_cast<char*>(slab) - offsetof(ABlock, owner_area_));
+}
+
+// Per-label usage found by a scan.
+struct LabelUsage {
+  uint16_t label = 0;
+  int64_t hold = 0;  // slot or span bytes
+  int64_t used = 0;  // requested bytes
+  int64_t count = 0;
+  int64_t blocks = 0;  // big-object spans (slabs are shared between labels)
+};
+
+// Where a set's spans go, by kind, from a scan (for dumps). `*_resident` are the bytes
+// backed by physical pages, from the caller's residency probe.
+struct SpanUsage {
+  int64_t slabs = 0;        // slab spans
+  int64_t slab_slots = 0;   // of them, slots carved (the rest was never touched)
+  int64_t slab_live = 0;    // of the carved slots, those holding a live object
+  int64_t empty_slabs = 0;  // slab spans without a live object (spare or not yet given back)
+  int64_t slab_resident = 0;
+  int64_t big = 0;  // spans of big objects
+  int64_t big_resident = 0;
+  int64_t other = 0;             // thread heaps and spans lent to memory contexts
+  int64_t free_resident = 0;     // free spans' bytes still in RAM
+  int64_t wash_at = 0;           // the longest wash-as-it-forms length among the shards
+  int64_t heap_trims = 0;        // ObjectSet::heap_trims()
+  int64_t spares_reclaimed = 0;  // ObjectSet::spares_reclaimed()
+};
+
+class ObjectSet {
+ public:
+  static constexpr int MAX_SETS = object_set_tls::MAX_SETS;
+
+  explicit ObjectSet(ChunkSource& source);
+  // Frees everything, live objects included (they are the caller's leak).
+  ~ObjectSet();
+  ObjectSet(const ObjectSet&) = delete;
+  ObjectSet& operator=(const ObjectSet&) = delete;
+
+  // `size` bytes (0 < size <= AOBJECT_MAX_SIZE), 16-byte aligned, or nullptr with
+  // last_alloc_failure() set by the chunk source.
+  inline void* alloc(int64_t size, uint16_t label);  // defined in thread_heap.h
+  // Frees an object of any ObjectSet from any thread; the caller validated the header.
+  // The header stays FREE with the object's size and label.
+  static inline void free(void* ptr);  // defined in thread_heap.h
+  // The same when the caller already found the object's span (inline, in thread_heap.h).
+  static inline void free(void* ptr, ABlock* block);
+  // The common free, every check included: a small object in use on one of the calling
+  // thread's slabs, its canary intact. Returns false, touching nothing, for anything else
+  // (other threads' slabs, big objects, any failed check): the caller's full path then
+  // frees it or reports what is wrong. `ptr` must not be null.
+  static inline bool try_free_fast(void* ptr);
+  // Carves the slab's next page of slots onto its free list (owner only); false when the
+  // whole slab is carved already.
+  static bool carve(ABlock* block);
+  // Bytes the object at `ptr` can grow to in place.
+  static int64_t usable_size(void* ptr);
+  // Whether the object at `ptr` (a live object of any set) read as zero when it was
+  // handed out: a big object carved from pages untouched since mapped or washed. calloc
+  // asks, right after the allocation, so it need not fault those pages in to zero them.
+  static bool born_zero(void* ptr);
+  // Changes the requested size of an object in place when its slot or span allows;
+  // returns false (object unchanged) otherwise.
+  static bool resize_in_place(void* ptr, int64_t new_size);
+  // The set an object belongs to.
+  static ObjectSet* owner_of(void* ptr);
+
+  // Bytes of the chunks this set holds, and of spans in use (slabs + big objects).
+  int64_t hold();
+  int64_t span_used();
+  // BlockSet::free_span_bytes over the shards.
+  int64_t free_span_bytes(int64_t* washed);
+  // The longest wash-as-it-forms length among the shards (BlockSet::wash_at_bytes).
+  int64_t wash_at_bytes();
+  // Times a thread heap gave back its empty slabs after a run of them (ThreadHeap::trim).
+  int64_t heap_trims() const { return heap_trims_.load(std::memory_order_relaxed); }
+  // f(AChunk*) for every chunk of every shard, each shard under its lock.
+  template <typename F>
+  void for_each_chunk(F f) {
+    mgr_.for_each([&](BlockSet& bs) { bs.for_each_chunk(f); });
+  }
+  // Scans every object in use; fills up to `cap` entries, one per label, and returns the
+  // number of labels found. Also sums all objects into *total.
+  int scan_usage(LabelUsage* out, int cap, LabelUsage* total);
+  // Sums every span by kind into *u; resident(ctx, addr, len) gives the bytes of a range
+  // in RAM (or -1, which makes the sum -1).
+  using ResidentFn = int64_t (*)(void* ctx, void* addr, int64_t len);
+  void scan_spans(SpanUsage* u, ResidentFn resident, void* ctx);
+
+  // The calling thread's heap for this set, created on first use (nullptr if that fails).
+  ThreadHeap* heap_for_this_thread() {
+    ThreadHeap* heap = existing_heap();
+    return heap != nullptr ? heap : create_heap();
+  }
+  // The calling thread's heap if it already has one.
+  ThreadHeap* existing_heap() const {
+    if (index_ < 0) return nullptr;
+    ThreadHeap* heap = object_set_tls::heaps[index_];
+    const uint32_t gen = object_set_tls::generation[index_].load(std::memory_order_relaxed);
+    return heap != nullptr && object_set_tls::heap_generation[index_] == gen ? heap : nullptr;
+  }
+  int index() const { return index_; }
+  ObjectMgr& object_mgr() { return mgr_; }
+  // fork(): every set's lock (and the registry's) held across the fork.
+  static void fork_lock_all();
+  static void fork_unlock_all();
+  // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
+  // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
+  // callers may also run it when a thread goes idle.
+  void flush_thread_heap();
+  // A span of the set's blocks for a layer above (memory contexts keep their pages in
+  // them); charged like any other, skipped by usage scans, refused by ob_free.
+  ABlock* alloc_span(int64_t bytes);
+  // Any span of any set, back to the shard that owns it (slabs and big objects too);
+  // `wash`: the free span it becomes gives its pages back whatever its length.
+  static void free_span(ABlock* block, bool wash = false);
+  // Washes the free spans of every shard (see BlockSet::wash_free_spans).
+  int64_t wash_free_spans();
+  // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`. First
+  // gives back the spares of heaps idle since the previous call (reclaim_idle_spares).
+  int64_t wash_stale_spans(int64_t min_free_us);
+  // Gives back the empty spare slabs of every heap but `self` that made no slow-path call
+  // since the previous look and is not in one now; returns their bytes. Without it a
+  // thread that goes idle keeps its last emptied slabs (and their pages) for good. A
+  // heap's trim calls it, and so does the opt-in release thread.
+  int64_t reclaim_idle_spares(const ThreadHeap* self);
+  // Bytes of spares reclaim_idle_spares gave back so far.
+  int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
+  void abandon(ThreadHeap* heap);
+
+ private:
+  friend class ThreadHeap;
+  // The source's clock and span idle time, for heap trims (see ChunkSource).
+  int64_t now_us() { return source_.now_us(); }
+  int64_t span_idle_us() { return source_.span_idle_us(); }
+  ThreadHeap* create_heap();
+  // A slab for the calling thread's heap: carved fresh, or one abandoned by another.
+  ABlock* new_slab(int sc);
+  ABlock* adopt_slab(int sc);
+  void reclaim_abandoned_locked();
+  void* alloc_big(int64_t size, uint16_t label);
+  // A span from one of the shards, set up by init(block) under the shard's lock (so a
+  // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
+  // *zeroed (when given): see BlockSet::alloc_block.
+  template <typename Init>
+  ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr);
+  // Big objects and frees onto another thread's slab.
+  static void free_slow(void* ptr, ABlock* block, Slab* slab);
+
+  ChunkSource& source_;
+  ObjectMgr mgr_;  // the block layer, sharded; a shard's lock may be taken under lock_
+  SpinLock lock_;  // guards abandoned_
+  ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
+  std::atomic<int64_t> heap_trims_{0};
+  std::atomic<int64_t> spares_reclaimed_{0};
+  // The live heaps, for reclaim_idle_spares. Taken with no other lock held, or under a
+  // heap's own lock_ (a trim), in which case other heaps' locks are only tried.
+  SpinLock heaps_lock_;
+  ThreadHeap* heaps_ = nullptr;
+  int index_ = -1;
+};
+
+template <typename Init>
+ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed) {
+  SubObjectMgr& shard = mgr_.lock_any();
+  std::lock_guard<SpinLock> guard(shard.lock_, std::adopt_lock);
+  ABlock* block = shard.block_set_.alloc_block(bytes, zeroed);
+  if (block != nullptr) init(block);
+  return block;
+}
+
+}  // namespace achunk

@@ -1,0 +1,54 @@
+#include "alloc/object/tenant_ctx_allocator.h"
+
+#include "achunk/base/alloc_failure.h"
+
+namespace achunk {
+
+bool try_charge(std::atomic<int64_t>& hold, int64_t bytes, int64_t limit) {
+  if (hold.load(std::memory_order_relaxed) + bytes > limit) return false;
+  if (hold.fetch_add(bytes, std::memory_order_relaxed) + bytes > limit) {
+    hold.fetch_sub(bytes, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+bool ObTenantMemory::try_charge(int64_t bytes) {
+  return achunk::try_charge(hold_, bytes, limit());
+}
+
+ObTenantCtxAllocator::ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory& tenant, int ctx_id)
+    : chunk_mgr_(chunk_mgr), tenant_(tenant), ctx_id_(ctx_id), object_set_(*this) {}
+
+AChunk* ObTenantCtxAllocator::alloc_chunk(int64_t size) {
+  if (size <= 0 || size > ACHUNK_MAX_ALLOC_SIZE) {
+    set_alloc_failure(AllocFailure{AllocFailKind::INVALID_SIZE, 0, size, hold(), limit()});
+    return nullptr;
+  }
+  const int64_t hold = chunk_hold_size(size);
+  if (!achunk::try_charge(hold_, hold, limit())) {
+    set_alloc_failure(AllocFailure{AllocFailKind::CTX_LIMIT, 0, size, this->hold(), limit()});
+    return nullptr;
+  }
+  if (!tenant_.try_charge(hold)) {
+    hold_.fetch_sub(hold, std::memory_order_relaxed);
+    set_alloc_failure(
+        AllocFailure{AllocFailKind::TENANT_LIMIT, 0, size, tenant_.hold(), tenant_.limit()});
+    return nullptr;
+  }
+  AChunk* chunk = chunk_mgr_.alloc_chunk(size);
+  if (chunk == nullptr) {  // the server limit or mmap: AChunkMgr recorded why
+    tenant_.uncharge(hold);
+    hold_.fetch_sub(hold, std::memory_order_relaxed);
+  }
+  return chunk;
+}
+
+void ObTenantCtxAllocator::free_chunk(AChunk* chunk) {
+  const int64_t hold = chunk->hold();
+  chunk_mgr_.free_chunk(chunk);
+  tenant_.uncharge(hold);
+  hold_.fetch_sub(hold, std::memory_order_relaxed);
+}
+
+}  // namespace achunk

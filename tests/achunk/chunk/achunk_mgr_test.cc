@@ -1,0 +1,274 @@
+#include "achunk/chunk/achunk_mgr.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "achunk/base/error_report.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+TEST(AChunkMgrStaticTest, SlotIndexMatchesReferenceLayout) {
+  EXPECT_EQ(AChunkMgr::slot_index(2 * MB, 5), 5);
+  EXPECT_EQ(AChunkMgr::slot_index(4 * MB, 5), 8);
+  EXPECT_EQ(AChunkMgr::slot_index(6 * MB, 0), 9);
+  EXPECT_EQ(AChunkMgr::slot_index(20 * MB, 0), 16);
+  EXPECT_EQ(AChunkMgr::slot_index(22 * MB, 0), AChunkMgr::HUGE_SLOT);
+}
+
+TEST(AChunkMgrStaticTest, HoldChargesTouchablePagesOnly) {
+  EXPECT_EQ(chunk_hold_size(ACHUNK_SIZE), 2 * MB);
+  EXPECT_EQ(chunk_hold_size(1), 2 * MB);
+  EXPECT_EQ(chunk_aligned_size(ACHUNK_SIZE + 1), 4 * MB);
+  EXPECT_EQ(chunk_hold_size(ACHUNK_SIZE + 1), 2 * MB + ACHUNK_PAGE_SIZE);
+}
+
+using AChunkMgrTest = ChunkMgrTest;
+
+TEST_F(AChunkMgrTest, MissMapsThenHitReusesWithoutMapping) {
+  AChunk* a = alloc_normal();
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % ACHUNK_ALIGN, 0u);
+  std::memset(a->data(), 0x5a, ACHUNK_SIZE);  // the whole payload is usable
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_TRUE(a->fresh_);  // a new mapping: its payload reads as zero
+  mgr_.free_chunk(a);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 2 * MB);
+  EXPECT_EQ(mgr_.get_used(), 0);
+  AChunk* b = alloc_normal();
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_FALSE(b->fresh_);  // from the cache, with whatever the last user wrote
+  const ChunkMgrStats s = mgr_.get_stats(false);
+  EXPECT_EQ(s.cache_hits, 1);
+  EXPECT_EQ(s.cache_misses, 1);
+  EXPECT_EQ(s.hold, 2 * MB);
+  EXPECT_EQ(s.used, 2 * MB);
+  mgr_.free_chunk(b);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, ReuseIsLifo) {
+  AChunk* a = alloc_normal();
+  AChunk* b = alloc_normal();
+  AChunk* c = alloc_normal();
+  mgr_.free_chunk(a);
+  mgr_.free_chunk(b);
+  mgr_.free_chunk(c);
+  EXPECT_EQ(alloc_normal(), c);
+  EXPECT_EQ(alloc_normal(), b);
+  EXPECT_EQ(alloc_normal(), a);
+}
+
+TEST_F(AChunkMgrTest, AdaptiveCapCachesEverything) {
+  mgr_.set_max_chunk_cache_size(0, true);
+  std::vector<AChunk*> chunks;
+  for (int i = 0; i < 10; ++i) chunks.push_back(alloc_normal());
+  for (AChunk* c : chunks) mgr_.free_chunk(c);
+  EXPECT_EQ(total_cached(), 10);
+  EXPECT_EQ(os_.unmap_calls(), 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, CapOfTwoMegabytesKeepsOneChunk) {
+  mgr_.set_max_chunk_cache_size(2 * MB, true);
+  AChunk* a = alloc_normal();
+  AChunk* b = alloc_normal();
+  mgr_.free_chunk(a);
+  mgr_.free_chunk(b);
+  EXPECT_EQ(total_cached(), 1);
+  EXPECT_EQ(os_.unmap_calls(), 1);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 2 * MB);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, MiddleCapBoundsTheCacheAcrossWays) {
+  mgr_.set_max_chunk_cache_size(7 * MB, true);  // room for three 2 MiB chunks
+  std::vector<AChunk*> chunks;
+  for (int i = 0; i < 6; ++i) chunks.push_back(alloc_normal());
+  // Free from several threads so chunks land in different ways.
+  std::thread t([&] {
+    for (int i = 0; i < 3; ++i) mgr_.free_chunk(chunks[i]);
+  });
+  t.join();
+  for (int i = 3; i < 6; ++i) mgr_.free_chunk(chunks[i]);
+  EXPECT_EQ(total_cached(), 3);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 6 * MB);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, RuntimeShrinkReleasesSurplusAtOnce) {
+  std::vector<AChunk*> chunks;
+  for (int i = 0; i < 5; ++i) chunks.push_back(alloc_normal());
+  chunks.push_back(alloc_mb(4));
+  for (AChunk* c : chunks) mgr_.free_chunk(c);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 5 * 2 * MB + 4 * MB);
+  mgr_.set_max_chunk_cache_size(4 * MB, true);
+  EXPECT_LE(mgr_.get_freelist_hold(), 4 * MB);
+  // Largest first: the 4 MiB chunk went before the 2 MiB ones that fit.
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), 0);
+  EXPECT_EQ(total_cached(), 2);
+  expect_consistent();
+  mgr_.set_max_chunk_cache_size(0, true);
+  EXPECT_EQ(total_cached(), 2);  // growing the cap releases nothing
+}
+
+TEST_F(AChunkMgrTest, LargeSlotsServeTheirExactSizeOnly) {
+  AChunk* four = alloc_mb(4);
+  mgr_.free_chunk(four);
+  AChunk* six = alloc_mb(6);
+  EXPECT_NE(six, four);
+  EXPECT_EQ(os_.map_calls(), 2);
+  AChunk* four_again = alloc_mb(4);
+  EXPECT_EQ(four_again, four);
+  mgr_.free_chunk(six);
+  mgr_.free_chunk(four_again);
+  const ChunkMgrStats s = mgr_.get_stats(false);
+  EXPECT_EQ(s.large_maps, 2);
+  EXPECT_EQ(s.slots[1].count, 1);  // 4 MB line
+  EXPECT_EQ(s.slots[2].count, 1);  // 6 MB line
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, HugeChunksAreNeverCached) {
+  AChunk* h = alloc_mb(22);
+  ASSERT_NE(h, nullptr);
+  mgr_.free_chunk(h);
+  EXPECT_EQ(total_cached(), 0);
+  const ChunkMgrStats s = mgr_.get_stats(false);
+  EXPECT_EQ(s.huge_maps, 1);
+  EXPECT_EQ(s.huge_unmaps, 1);
+  EXPECT_EQ(s.hold, 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, LargeCacheOffUnmapsLargeChunks) {
+  AChunk* a = alloc_mb(8);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), 8 * MB);
+  mgr_.set_max_chunk_cache_size(0, false);  // switching off flushes the large slots
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), 0);
+  AChunk* b = alloc_mb(8);
+  mgr_.free_chunk(b);
+  EXPECT_EQ(total_cached(), 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, LargeChunksTakeAtMostHalfTheBudget) {
+  mgr_.set_max_chunk_cache_size(16 * MB, true);  // budget for large chunks: 8 MiB
+  AChunk* a = alloc_mb(6);
+  AChunk* b = alloc_mb(4);
+  mgr_.free_chunk(a);
+  mgr_.free_chunk(b);  // 6 + 4 > 8: refused
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), 6 * MB);
+  EXPECT_EQ(total_cached(), 1);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, ReusingALargeChunkReconcilesItsHold) {
+  const int64_t big = 4 * MB - ACHUNK_HEADER_SIZE;  // charges all 4 MiB
+  const int64_t small = 2 * MB + 100 * 1024;        // same 4 MiB mapping, fewer pages
+  AChunk* a = mgr_.alloc_chunk(big);
+  mgr_.free_chunk(a);
+  AChunk* b = mgr_.alloc_chunk(small);
+  ASSERT_EQ(b, a);
+  EXPECT_EQ(os_.release_calls(), 1);  // the untouchable tail went back to the OS
+  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(small));
+  mgr_.free_chunk(b);
+  AChunk* c = mgr_.alloc_chunk(big);
+  ASSERT_EQ(c, a);
+  EXPECT_EQ(mgr_.get_hold(), 4 * MB);
+  mgr_.free_chunk(c);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, ThreadPrefersItsOwnWayThenTakesAnother) {
+  AChunk* a = alloc_normal();
+  const int my_way = AChunkMgr::thread_way();
+  int other_way = my_way;
+  // Ways go to threads round-robin, so one of 8 new threads has a different way.
+  for (int tries = 0; tries < AChunkMgr::NORMAL_ACHUNK_NWAY && other_way == my_way; ++tries) {
+    std::thread t([&] {
+      if (AChunkMgr::thread_way() == my_way) return;
+      other_way = AChunkMgr::thread_way();
+      mgr_.free_chunk(a);
+    });
+    t.join();
+  }
+  ASSERT_NE(other_way, my_way);
+  EXPECT_EQ(mgr_.cached_count(other_way), 1);
+  EXPECT_EQ(alloc_normal(), a);  // found in the other thread's way
+  EXPECT_EQ(mgr_.get_stats(false).cache_hits, 1);
+}
+
+struct CapturedError {
+  static inline int count = 0;
+  static inline ErrorKind kind = ErrorKind::INVALID_FREE;
+  static inline std::string message;
+  static void handler(ErrorKind k, const void*, const char* msg) {
+    ++count;
+    kind = k;
+    message = msg;
+  }
+};
+
+class AChunkMgrErrorTest : public ChunkMgrTest {
+ protected:
+  void SetUp() override {
+    CapturedError::count = 0;
+    previous_ = set_error_handler(&CapturedError::handler);
+  }
+  void TearDown() override { set_error_handler(previous_); }
+  ErrorHandler previous_ = nullptr;
+};
+
+TEST_F(AChunkMgrErrorTest, DoubleFreeIsReportedAndChangesNothing) {
+  AChunk* a = alloc_normal();
+  mgr_.free_chunk(a);
+  const ChunkMgrStats before = mgr_.get_stats(false);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(CapturedError::count, 1);
+  EXPECT_EQ(CapturedError::kind, ErrorKind::DOUBLE_FREE);
+  EXPECT_NE(CapturedError::message.find("double free"), std::string::npos);
+  const ChunkMgrStats after = mgr_.get_stats(false);
+  EXPECT_EQ(after.hold, before.hold);
+  EXPECT_EQ(total_cached(), 1);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrErrorTest, InvalidFreeIsReported) {
+  AChunk* a = alloc_normal();
+  mgr_.free_chunk(reinterpret_cast<AChunk*>(reinterpret_cast<char*>(a) + 4096));
+  EXPECT_EQ(CapturedError::count, 1);
+  EXPECT_EQ(CapturedError::kind, ErrorKind::INVALID_FREE);
+  EXPECT_NE(CapturedError::message.find("not 2 MiB aligned"), std::string::npos);
+  alignas(ACHUNK_ALIGN) static char fake_chunk[sizeof(AChunk)] = {};
+  mgr_.free_chunk(reinterpret_cast<AChunk*>(fake_chunk));
+  EXPECT_EQ(CapturedError::count, 2);
+  EXPECT_NE(CapturedError::message.find("bad magic"), std::string::npos);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(CapturedError::count, 2);
+  expect_consistent();
+}
+
+TEST(AChunkMgrDeathTest, DefaultHandlerAbortsWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        FakeOs os;
+        FakeClock clock;
+        AChunkMgr mgr(os, clock);
+        AChunk* a = mgr.alloc_chunk(ACHUNK_SIZE);
+        mgr.free_chunk(a);
+        mgr.free_chunk(a);
+      },
+      "achunk: double free of 0x[0-9a-f]+: chunk is already free");
+}
+
+}  // namespace
+}  // namespace achunk::testing

@@ -1,0 +1,72 @@
+// The real platform layer, on the real kernel: alignment, release and /proc reads.
+#include "achunk/platform/linux_os.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "achunk/chunk/achunk_header.h"
+
+namespace achunk {
+namespace {
+
+TEST(LinuxOsTest, MapsAlignedZeroedWritableMemory) {
+  LinuxOs os;
+  for (int64_t size : {ACHUNK_ALIGN, 3 * ACHUNK_ALIGN}) {
+    int err = 0;
+    char* p = static_cast<char*>(os.map_aligned(size, ACHUNK_ALIGN, &err));
+    ASSERT_NE(p, nullptr) << std::strerror(err);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % ACHUNK_ALIGN, 0u);
+    EXPECT_EQ(p[0], 0);
+    EXPECT_EQ(p[size - 1], 0);
+    p[0] = 1;
+    p[size - 1] = 1;
+    EXPECT_EQ(os.release_pages(p, size), 0);
+    EXPECT_EQ(p[0], 0);  // released pages read back as zero
+    EXPECT_EQ(os.unmap(p, size), 0);
+  }
+}
+
+TEST(LinuxOsTest, ResidentBytesFollowTouchesAndReleases) {
+  LinuxOs os;
+  const int64_t size = 3 * ACHUNK_ALIGN;  // more than one mincore piece
+  int err = 0;
+  char* p = static_cast<char*>(os.map_aligned(size, ACHUNK_ALIGN, &err));
+  ASSERT_NE(p, nullptr) << std::strerror(err);
+  EXPECT_EQ(os.resident_bytes(p, size), 0);  // nothing touched yet
+  const int64_t page = 4096;
+  p[0] = 1;
+  p[ACHUNK_ALIGN + 5 * page] = 1;
+  p[size - 1] = 1;
+  const int64_t touched = os.resident_bytes(p, size);
+  // Three pages, or whole huge pages where THP is "always".
+  EXPECT_GE(touched, 3 * page);
+  EXPECT_LE(touched, size);
+  EXPECT_EQ(os.resident_bytes(p + page, page), 0);  // a page in between stays out
+  EXPECT_EQ(os.release_pages(p, size), 0);
+  EXPECT_EQ(os.resident_bytes(p, size), 0);
+  EXPECT_EQ(os.unmap(p, size), 0);
+}
+
+TEST(LinuxOsTest, ReportsErrnoOnFailure) {
+  LinuxOs os;
+  int err = 0;
+  EXPECT_EQ(os.map_aligned(int64_t{1} << 62, ACHUNK_ALIGN, &err), nullptr);
+  EXPECT_EQ(err, ENOMEM);
+  EXPECT_EQ(os.unmap(reinterpret_cast<void*>(4097), 4096), EINVAL);
+}
+
+TEST(LinuxOsTest, MemoryInfoIsSane) {
+  LinuxOs os;
+  const OsMemoryInfo info = os.memory_info();
+  EXPECT_GT(info.resident_size, 0);
+  EXPECT_GE(info.virtual_memory_used, info.resident_size);
+  EXPECT_GT(info.max_map_count, 0);
+  const std::string thp = info.thp_mode;
+  EXPECT_TRUE(thp == "always" || thp == "madvise" || thp == "never" || thp == "unknown") << thp;
+}
+
+}  // namespace
+}  // namespace achunk

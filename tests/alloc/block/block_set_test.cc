@@ -1,0 +1,220 @@
+#include "alloc/block/block_set.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+class BlockSetTest : public ChunkMgrTest {
+ protected:
+  DirectChunkSource source_{mgr_};
+};
+
+TEST_F(BlockSetTest, SmallSpansShareOneChunk) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(1);
+  ABlock* b = set.alloc_block(ABLOCK_SIZE + 1);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(AChunk::ptr2chunk(a), AChunk::ptr2chunk(b));
+  EXPECT_EQ(a->nblocks_, 1);
+  EXPECT_EQ(b->nblocks_, 2);
+  EXPECT_EQ(set.chunk_count(), 1);
+  EXPECT_EQ(set.hold(), 2 * MB);
+  EXPECT_EQ(set.used(), 3 * ABLOCK_SIZE);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block_data(a)) % ABLOCK_SIZE, 0u);
+  std::memset(block_data(b), 7, 2 * ABLOCK_SIZE);
+  set.free_block(a);
+  set.free_block(b);
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);  // the chunk went back to AChunkMgr at once
+  EXPECT_EQ(mgr_.get_freelist_hold(), 2 * MB);
+}
+
+TEST_F(BlockSetTest, Ptr2BlockFindsTheSpanHeadFromInteriorPointers) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(3 * ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(ABLOCK_SIZE);
+  char* data = static_cast<char*>(block_data(a));
+  EXPECT_EQ(BlockSet::ptr2block(data), a);
+  EXPECT_EQ(BlockSet::ptr2block(data + 2 * ABLOCK_SIZE + 100), a);
+  EXPECT_EQ(BlockSet::ptr2block(block_data(b)), b);
+  EXPECT_EQ(BlockSet::span_bytes(a), 3 * ABLOCK_SIZE);
+  set.free_block(a);
+  set.free_block(b);
+}
+
+TEST_F(BlockSetTest, BestFitByLength) {
+  BlockSet set(source_);
+  std::vector<ABlock*> spans;
+  for (int n : {3, 1, 5, 1}) spans.push_back(set.alloc_block(n * ABLOCK_SIZE));
+  set.free_block(spans[0]);  // free span of 3 (its neighbour is in use)
+  set.free_block(spans[2]);  // free span of 5
+  ABlock* again = set.alloc_block(3 * ABLOCK_SIZE);
+  EXPECT_EQ(again, spans[0]);  // the exact fit, not the 5 or the chunk's tail
+  ABlock* four = set.alloc_block(4 * ABLOCK_SIZE);
+  EXPECT_EQ(four, spans[2]);  // the smallest that fits, split
+  ABlock* one = set.alloc_block(ABLOCK_SIZE);
+  EXPECT_EQ(block_index(one), block_index(spans[2]) + 4);  // the split's remainder
+  for (ABlock* s : {again, four, one, spans[1], spans[3]}) set.free_block(s);
+  EXPECT_EQ(set.chunk_count(), 0);
+}
+
+TEST_F(BlockSetTest, CoalescingRebuildsTheWholeChunk) {
+  BlockSet set(source_);
+  ABlock* keep = set.alloc_block(ABLOCK_SIZE);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(b);
+  set.free_block(a);  // merges with b (next)
+  set.free_block(c);  // merges with a+b (prev) and the chunk's tail (next)
+  // Everything but `keep` is one span again: the largest possible request fits.
+  ABlock* big = set.alloc_block((BLOCKS_PER_CHUNK - 1) * ABLOCK_SIZE);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(AChunk::ptr2chunk(big), AChunk::ptr2chunk(keep));
+  EXPECT_EQ(set.chunk_count(), 1);
+  set.free_block(big);
+  set.free_block(keep);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(BlockSetTest, SpansLargerThanAChunkGetADedicatedChunk) {
+  BlockSet set(source_);
+  ABlock* big = set.alloc_block(5 * MB);
+  ASSERT_NE(big, nullptr);
+  EXPECT_TRUE(big->dedicated());
+  EXPECT_GE(BlockSet::span_bytes(big), 5 * MB);
+  std::memset(block_data(big), 1, 5 * MB);
+  EXPECT_EQ(BlockSet::ptr2block(static_cast<char*>(block_data(big)) + 100), big);
+  EXPECT_EQ(mgr_.get_stats(false).large_maps, 1);
+  set.free_block(big);
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+TEST_F(BlockSetTest, ChunkFailureReturnsNullAndChargesNothing) {
+  BlockSet set(source_);
+  mgr_.set_memory_limit(2 * MB);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(set.alloc_block(3 * MB), nullptr);
+  EXPECT_EQ(set.hold(), 2 * MB);
+  EXPECT_EQ(set.used(), ABLOCK_SIZE);
+  set.free_block(a);
+}
+
+TEST_F(BlockSetTest, RandomSequenceAgainstAModel) {
+  BlockSet set(source_);
+  std::mt19937 rng(42);
+  std::map<ABlock*, std::pair<int64_t, unsigned char>> live;  // span -> (bytes, fill)
+  int64_t model_used = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (live.size() < 200 && rng() % 2 == 0) {
+      const int64_t bytes = rng() % 8 == 0 ? 1 + rng() % (5 * MB) : 1 + rng() % (40 * ABLOCK_SIZE);
+      ABlock* b = set.alloc_block(bytes);
+      ASSERT_NE(b, nullptr);
+      ASSERT_EQ(live.count(b), 0u);
+      const unsigned char fill = static_cast<unsigned char>(rng());
+      std::memset(block_data(b), fill, static_cast<size_t>(bytes));
+      live[b] = {bytes, fill};
+      model_used += b->dedicated() ? AChunk::ptr2chunk(b)->hold() : BlockSet::span_bytes(b);
+    } else if (!live.empty()) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      ABlock* b = it->first;
+      const auto [bytes, fill] = it->second;
+      const unsigned char* p = static_cast<unsigned char*>(block_data(b));
+      ASSERT_EQ(p[0], fill);
+      ASSERT_EQ(p[bytes - 1], fill);
+      // Any pointer into the span's first 2 MiB finds the span head.
+      ASSERT_EQ(BlockSet::ptr2block(p + std::min<int64_t>(bytes / 2, ACHUNK_SIZE / 2)), b);
+      model_used -= b->dedicated() ? AChunk::ptr2chunk(b)->hold() : BlockSet::span_bytes(b);
+      set.free_block(b);
+      live.erase(it);
+    }
+    ASSERT_EQ(set.used(), model_used);
+    ASSERT_LE(set.used(), set.hold());
+  }
+  for (auto& [b, info] : live) set.free_block(b);
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(set.chunk_count(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);
+  expect_consistent();
+}
+
+}  // namespace
+}  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(BlockSetTest, WashReleasesFreeSpansAndKeepsThemUsable) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(3 * ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(b);  // a free span of 3 between two used ones, and the chunk's tail
+  // Only b's pages: the tail was never touched since the chunk was mapped.
+  EXPECT_EQ(set.wash_free_spans(), 3 * ABLOCK_SIZE);
+  EXPECT_EQ(os_.released_bytes(), 3 * ABLOCK_SIZE);
+  EXPECT_EQ(set.hold(), 2 * MB);  // washing changes RSS, not what is charged
+  ABlock* again = set.alloc_block(3 * ABLOCK_SIZE);
+  EXPECT_EQ(again, b);
+  std::memset(block_data(again), 1, 3 * ABLOCK_SIZE);
+  for (ABlock* s : {a, again, c}) set.free_block(s);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+// calloc skips its memset on spans whose pages nobody touched since they were mapped or
+// washed, so the flag must never claim a span that held data.
+TEST_F(BlockSetTest, ASpanIsZeroedOnlyWhenFreshOrWashedSinceItsLastUse) {
+  mgr_.set_span_idle_ms(30'000);
+  BlockSet set(source_);
+  bool zeroed = false;
+  ABlock* a = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);
+  EXPECT_TRUE(zeroed);  // carved from a fresh chunk
+  ABlock* keep = set.alloc_block(ABLOCK_SIZE, &zeroed);
+  EXPECT_TRUE(zeroed);
+  std::memset(block_data(a), 0x5a, 3 * ABLOCK_SIZE);
+  set.free_block(a);  // 3 blocks between the chunk's start and `keep`: kept dirty
+  ABlock* again = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);
+  EXPECT_EQ(again, a);
+  EXPECT_FALSE(zeroed);
+  EXPECT_EQ(static_cast<unsigned char*>(block_data(again))[0], 0x5a);
+  set.free_block(again);
+  EXPECT_EQ(set.wash_free_spans(), 3 * ABLOCK_SIZE);
+  again = set.alloc_block(2 * ABLOCK_SIZE, &zeroed);  // the front of the washed span
+  EXPECT_TRUE(zeroed);
+  ABlock* rest = set.alloc_block(ABLOCK_SIZE, &zeroed);  // its washed tail, split off
+  EXPECT_EQ(rest, a + 2);
+  EXPECT_TRUE(zeroed);
+  for (ABlock* b : {again, rest, keep}) set.free_block(b);
+
+  // A span bigger than a chunk gets a chunk of its own: fresh once, not from the cache.
+  ABlock* big = set.alloc_block(3 * MB, &zeroed);
+  EXPECT_TRUE(zeroed);
+  std::memset(block_data(big), 1, 3 * MB);
+  set.free_block(big);
+  ABlock* cached = set.alloc_block(3 * MB, &zeroed);
+  EXPECT_EQ(cached, big);
+  EXPECT_FALSE(zeroed);
+  set.free_block(cached);
+}
+
+}  // namespace
+}  // namespace achunk::testing

@@ -1,0 +1,176 @@
+#include "alloc/block/object_mgr.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "alloc/object/object_set.h"
+#include "alloc/object/thread_heap.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+class ObjectMgrTest : public ChunkMgrTest {
+ protected:
+  // The shard lock_any() gives a new thread, released before the thread ends.
+  int shard_for_new_thread(ObjectMgr& mgr) {
+    int got = -1;
+    std::thread([&] {
+      SubObjectMgr& s = mgr.lock_any();
+      got = index_of(mgr, s);
+      s.lock_.unlock();
+    }).join();
+    return got;
+  }
+  static int index_of(ObjectMgr& mgr, SubObjectMgr& s) {
+    for (int i = 0; i < ObjectMgr::MAX_SHARDS; ++i) {
+      if (&mgr.shard(i) == &s) return i;
+    }
+    return -1;
+  }
+
+  DirectChunkSource source_{mgr_};
+};
+
+TEST_F(ObjectMgrTest, WithoutContentionEveryThreadWorksInOneShard) {
+  ObjectSet set(source_);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      std::vector<void*> objs;
+      for (int i = 0; i < 50; ++i) objs.push_back(set.alloc(100 * 1024, 0));
+      for (void* p : objs) ObjectSet::free(p);
+      set.flush_thread_heap();
+    });
+    threads.back().join();  // one at a time: no lock is ever busy
+  }
+  EXPECT_EQ(set.object_mgr().open_shards(), 1);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectMgrTest, ABusyShardMakesTheNextThreadOpenAnotherAndKeepIt) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  SubObjectMgr& first = mgr.lock_any();
+  ASSERT_EQ(index_of(mgr, first), 0);
+  void* big = nullptr;
+  int second = -1;
+  int again = -1;
+  std::atomic<bool> asked{false};
+  std::atomic<bool> released{false};
+  std::thread other([&] {
+    big = set.alloc(300 * 1024, 0);  // shard 0 is busy: a second shard is opened
+    SubObjectMgr& s = mgr.lock_any();
+    second = index_of(mgr, s);
+    s.lock_.unlock();
+    asked.store(true);
+    while (!released.load()) std::this_thread::yield();
+    // Shard 0 is free again, yet the thread stays where it last got in.
+    SubObjectMgr& s2 = mgr.lock_any();
+    again = index_of(mgr, s2);
+    s2.lock_.unlock();
+  });
+  while (!asked.load()) std::this_thread::yield();
+  first.lock_.unlock();
+  released.store(true);
+  other.join();
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(mgr.open_shards(), 2);
+  EXPECT_EQ(second, 1);
+  EXPECT_EQ(again, 1);
+  // The object's chunk belongs to shard 1; its free goes there, whoever frees it.
+  EXPECT_EQ(&ObjectMgr::shard_of(big), &mgr.shard(1));
+  EXPECT_EQ(ObjectSet::owner_of(big), &set);
+  EXPECT_GT(mgr.shard(1).block_set_.hold(), 0);
+  EXPECT_EQ(mgr.shard(0).block_set_.hold(), 0);
+  ObjectSet::free(big);
+  EXPECT_EQ(mgr.shard(1).block_set_.hold(), 0);
+  EXPECT_EQ(set.hold(), 0);
+  // Uncontended now: a fresh thread starts from its own (zero) hint and stays in shard 0.
+  EXPECT_EQ(shard_for_new_thread(mgr), 0);
+}
+
+TEST_F(ObjectMgrTest, WithEveryShardBusyAThreadWaitsForItsOwnInsteadOfOpeningMore) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  // Open all shards by holding each while asking for another.
+  std::vector<SubObjectMgr*> held;
+  for (int i = 0; i < ObjectMgr::MAX_SHARDS; ++i) held.push_back(&mgr.lock_any());
+  EXPECT_EQ(mgr.open_shards(), ObjectMgr::MAX_SHARDS);
+  for (int i = 0; i < ObjectMgr::MAX_SHARDS; ++i) EXPECT_EQ(index_of(mgr, *held[i]), i);
+  int got = -1;
+  std::thread waiter([&] {
+    SubObjectMgr& s = mgr.lock_any();  // a new thread's hint is shard 0
+    got = index_of(mgr, s);
+    s.lock_.unlock();
+  });
+  for (SubObjectMgr* s : held) s->lock_.unlock();
+  waiter.join();
+  EXPECT_EQ(got, 0);
+  EXPECT_EQ(mgr.open_shards(), ObjectMgr::MAX_SHARDS);
+}
+
+TEST_F(ObjectMgrTest, SetTotalsAndScansCoverEveryShard) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  const uint16_t label = 7;
+  void* in_first = set.alloc(200 * 1024, label);
+  SubObjectMgr& first = mgr.lock_any();
+  void* in_second = nullptr;
+  std::thread([&] {
+    in_second = set.alloc(200 * 1024, label);
+    set.flush_thread_heap();
+  }).join();
+  first.lock_.unlock();
+  ASSERT_NE(in_second, nullptr);
+  ASSERT_NE(&ObjectMgr::shard_of(in_first), &ObjectMgr::shard_of(in_second));
+  EXPECT_EQ(set.hold(), mgr.shard(0).block_set_.hold() + mgr.shard(1).block_set_.hold());
+  EXPECT_EQ(set.span_used(), mgr.shard(0).block_set_.used() + mgr.shard(1).block_set_.used());
+  LabelUsage usage[4];
+  LabelUsage total;
+  ASSERT_EQ(set.scan_usage(usage, 4, &total), 1);
+  EXPECT_EQ(usage[0].count, 2);
+  EXPECT_EQ(usage[0].used, 400 * 1024);
+  ObjectSet::free(in_first);
+  ObjectSet::free(in_second);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectMgrTest, ThreadsAllocatingBigObjectsTogetherLoseNothing) {
+  ObjectSet set(source_);
+  constexpr int THREADS = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < THREADS; ++t) {
+    threads.emplace_back([&set, t] {
+      std::vector<std::pair<unsigned char*, int64_t>> live;
+      for (int i = 0; i < 400; ++i) {
+        const int64_t size = 64 * 1024 + (i * 7919 + t * 131) % (512 * 1024);
+        auto* p = static_cast<unsigned char*>(set.alloc(size, 0));
+        ASSERT_NE(p, nullptr);
+        p[0] = static_cast<unsigned char>(t);
+        p[size - 1] = static_cast<unsigned char>(i);
+        live.emplace_back(p, size);
+        if (live.size() > 8) {
+          auto [q, n] = live.front();
+          ASSERT_EQ(q[0], t);
+          ObjectSet::free(q);
+          live.erase(live.begin());
+        }
+      }
+      for (auto [q, n] : live) ObjectSet::free(q);
+      set.flush_thread_heap();
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_GE(set.object_mgr().open_shards(), 1);
+  EXPECT_EQ(set.span_used(), 0);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing

@@ -1,0 +1,161 @@
+// The drop-in malloc's contracts, called through the achunk_ prefix (no preloading), in
+// every build: glibc-compatible edge cases, errno, alignment, the C API.
+#include <errno.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "achunk/achunk.h"
+#include "achunk/platform/linux_os.h"
+
+namespace {
+
+bool aligned(void* p, size_t a) {
+  return reinterpret_cast<uintptr_t>(p) % a == 0;
+}
+
+TEST(MallocShimTest, MallocZeroIsAUniquePointer) {
+  void* a = achunk_malloc(0);
+  void* b = achunk_malloc(0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(aligned(a, 16));
+  achunk_free(a);
+  achunk_free(b);
+  achunk_free(nullptr);
+}
+
+TEST(MallocShimTest, ReallocEdgeCases) {
+  void* p = achunk_realloc(nullptr, 10);  // = malloc
+  ASSERT_NE(p, nullptr);
+  std::memcpy(p, "abcdefghij", 10);
+  p = achunk_realloc(p, 100000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(std::memcmp(p, "abcdefghij", 10), 0);
+  EXPECT_EQ(achunk_realloc(p, 0), nullptr);  // frees, as glibc
+  errno = 0;
+  void* q = achunk_malloc(8);
+  EXPECT_EQ(achunk_realloc(q, SIZE_MAX), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  achunk_free(q);  // still valid after the failed realloc
+}
+
+TEST(MallocShimTest, CallocZeroesAndChecksOverflow) {
+  // Dirty a slot, free it, and ask calloc for the same size: it must come back zeroed.
+  char* dirty = static_cast<char*>(achunk_malloc(200));
+  std::memset(dirty, 0x7f, 200);
+  achunk_free(dirty);
+  char* c = static_cast<char*>(achunk_calloc(10, 20));
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(c[i], 0);
+  achunk_free(c);
+  // The same with a big object, whose span may or may not have been washed on the free.
+  char* big_dirty = static_cast<char*>(achunk_malloc(200 * 1024));
+  std::memset(big_dirty, 0x7f, 200 * 1024);
+  achunk_free(big_dirty);
+  char* big = static_cast<char*>(achunk_calloc(200, 1024));
+  ASSERT_NE(big, nullptr);
+  for (int i = 0; i < 200 * 1024; ++i) ASSERT_EQ(big[i], 0);
+  achunk_free(big);
+  errno = 0;
+  EXPECT_EQ(achunk_calloc(SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(achunk_reallocarray(nullptr, SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+// Over 20 MiB a chunk is never cached, so this calloc gets a new mapping: zero already,
+// it must not be written (glibc and jemalloc skip it too), or a sparse table would take
+// all its pages in RAM.
+TEST(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
+  constexpr size_t SIZE = size_t{24} << 20;
+  char* p = static_cast<char*>(achunk_calloc(1, SIZE));
+  ASSERT_NE(p, nullptr);
+  achunk::LinuxOs os;
+  char* page = p - reinterpret_cast<uintptr_t>(p) % 4096;  // mincore wants a page start
+  const int64_t resident = os.resident_bytes(page, SIZE);
+  ASSERT_GE(resident, 0);
+  EXPECT_LT(resident, 64 * 1024);  // the header and the canary's page at most
+  EXPECT_EQ(p[0], 0);
+  EXPECT_EQ(p[SIZE / 2], 0);
+  EXPECT_EQ(p[SIZE - 1], 0);
+  achunk_free(p);
+}
+
+TEST(MallocShimTest, HugeSizesFailWithEnomem) {
+  errno = 0;
+  EXPECT_EQ(achunk_malloc(SIZE_MAX), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(achunk_malloc(size_t{1} << 40), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST(MallocShimTest, PosixMemalignRules) {
+  void* p = reinterpret_cast<void*>(0x1234);
+  EXPECT_EQ(achunk_posix_memalign(&p, 3, 10), EINVAL);
+  EXPECT_EQ(achunk_posix_memalign(&p, 4, 10), EINVAL);  // not a multiple of sizeof(void*)
+  EXPECT_EQ(achunk_posix_memalign(&p, 0, 10), EINVAL);
+  EXPECT_EQ(p, reinterpret_cast<void*>(0x1234));  // untouched
+  for (size_t a : {size_t{8}, size_t{16}, size_t{64}, size_t{4096}, size_t{1} << 20}) {
+    ASSERT_EQ(achunk_posix_memalign(&p, a, 100), 0) << a;
+    EXPECT_TRUE(aligned(p, a)) << a;
+    std::memset(p, 1, 100);
+    EXPECT_GE(achunk_malloc_usable_size(p), 100u);
+    achunk_free(p);
+  }
+}
+
+TEST(MallocShimTest, AlignedAllocMemalignVallocPvalloc) {
+  errno = 0;
+  EXPECT_EQ(achunk_aligned_alloc(24, 100), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  void* a = achunk_aligned_alloc(256, 1000);
+  EXPECT_TRUE(aligned(a, 256));
+  void* m = achunk_memalign(48, 10);  // glibc rounds the alignment up to 64
+  EXPECT_TRUE(aligned(m, 64));
+  void* v = achunk_valloc(10);
+  EXPECT_TRUE(aligned(v, 4096));
+  void* pv = achunk_pvalloc(1);
+  EXPECT_TRUE(aligned(pv, 4096));
+  EXPECT_GE(achunk_malloc_usable_size(pv), 4096u);
+  for (void* p : {a, m, v, pv}) achunk_free(p);
+}
+
+TEST(MallocShimTest, UsableSizeCoversTheRequest) {
+  for (size_t n : {size_t{1}, size_t{64}, size_t{1000}, size_t{70000}, size_t{3} << 20}) {
+    char* p = static_cast<char*>(achunk_malloc(n));
+    const size_t usable = achunk_malloc_usable_size(p);
+    EXPECT_GE(usable, n);
+    std::memset(p, 1, usable);  // all of it is writable
+    achunk_free_sized(p, n);
+  }
+  EXPECT_EQ(achunk_malloc_usable_size(nullptr), 0u);
+}
+
+TEST(MallocShimTest, COptionsAndDumps) {
+  char err[128];
+  EXPECT_EQ(achunk_set_option("chunk_cache_ttl_ms", "12345", err, sizeof(err)), 0);
+  int64_t v = 0;
+  EXPECT_EQ(achunk_get_option("chunk_cache_ttl_ms", &v), 0);
+  EXPECT_EQ(v, 12345);
+  EXPECT_EQ(achunk_set_option("chunk_cache_ttl_ms", "x", err, sizeof(err)), -1);
+  EXPECT_NE(std::string(err).find("expected a number"), std::string::npos);
+  EXPECT_EQ(achunk_get_option("nope", &v), -1);
+  void* p = achunk_malloc(100);
+  char buf[8192];
+  achunk_print_chunk_dump(buf, sizeof(buf), 0);
+  EXPECT_EQ(std::string(buf).rfind("[chunk_mgr]", 0), 0u);
+  achunk_print_usage(buf, sizeof(buf), 0);
+  EXPECT_NE(std::string(buf).find("ctx_id=GLIBC"), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("mod=glibc_malloc"), std::string::npos);
+  achunk_free(p);
+  EXPECT_GE(achunk_release_free_memory(), 0);
+}
+
+}  // namespace

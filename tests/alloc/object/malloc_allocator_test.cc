@@ -1,0 +1,474 @@
+// ob_malloc's engine over a fake OS: sizes, realloc, alignment, accounting by ctx and
+// label, limits and their reasons, bad frees, and cross-thread use.
+#include "alloc/object/malloc_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "achunk/base/alloc_failure.h"
+#include "achunk/base/error_report.h"
+#include "alloc/object/label.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+constexpr uint64_t TENANT = 1001;
+
+class ObMallocTest : public ChunkMgrTest {
+ protected:
+  void TearDown() override {
+    alloc_->flush_thread_caches();
+    EXPECT_EQ(mgr_.get_used(), 0) << "objects or slabs were left behind";
+  }
+  ObTenantCtxAllocator& ta(int ctx = DEFAULT_CTX_ID) {
+    return *alloc_->get_tenant_ctx_allocator(TENANT, ctx);
+  }
+  LabelUsage usage_of(const char* label, int ctx = DEFAULT_CTX_ID) {
+    LabelUsage out[64];
+    LabelUsage total;
+    const int n = ta(ctx).object_set().scan_usage(out, 64, &total);
+    for (int i = 0; i < n; ++i) {
+      if (out[i].label == label_id(label)) return out[i];
+    }
+    return LabelUsage{};
+  }
+
+  std::unique_ptr<ObMallocAllocator> alloc_ = std::make_unique<ObMallocAllocator>(mgr_);
+};
+
+TEST_F(ObMallocTest, SizesFromZeroToHugeAreAlignedAndHoldTheirBytes) {
+  const ObMemAttr attr(TENANT, "t_sizes");
+  std::set<void*> seen;
+  std::vector<void*> ptrs;
+  for (int64_t size :
+       {int64_t{0}, int64_t{0}, int64_t{1}, int64_t{16}, int64_t{64}, int64_t{1000}, int64_t{4096},
+        int64_t{16000}, int64_t{100000}, int64_t{3} << 20, int64_t{40} << 20}) {
+    void* p = alloc_->alloc(size, attr);
+    ASSERT_NE(p, nullptr) << size;
+    EXPECT_TRUE(seen.insert(p).second) << "pointer handed out twice";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+    EXPECT_EQ(ObMallocAllocator::get_size(p), size);
+    std::memset(p, 0xab, static_cast<size_t>(size));
+    ptrs.push_back(p);
+  }
+  for (void* p : ptrs) ObMallocAllocator::free(p);
+}
+
+TEST_F(ObMallocTest, ReallocKeepsContents) {
+  const ObMemAttr attr(TENANT, "t_realloc");
+  char* p = static_cast<char*>(alloc_->realloc(nullptr, 10, attr));
+  std::memcpy(p, "0123456789", 10);
+  char* q = static_cast<char*>(alloc_->realloc(p, 12, attr));  // same 32-byte slot
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 12);
+  char* r = static_cast<char*>(alloc_->realloc(q, 100000, attr));
+  EXPECT_EQ(std::memcmp(r, "0123456789", 10), 0);
+  char* s = static_cast<char*>(alloc_->realloc(r, 5, attr));
+  EXPECT_EQ(std::memcmp(s, "01234", 5), 0);
+  EXPECT_EQ(alloc_->realloc(s, 0, attr), nullptr);  // frees
+}
+
+TEST_F(ObMallocTest, AlignedAllocations) {
+  const ObMemAttr attr(TENANT, "t_align");
+  for (int64_t align : {8, 16, 32, 64, 4096, 65536}) {
+    void* p = alloc_->alloc_align(align, 100, attr);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u) << align;
+    EXPECT_EQ(ObMallocAllocator::get_size(p), 100);
+    std::memset(p, 1, 100);
+    ObMallocAllocator::free(p);
+  }
+  EXPECT_EQ(alloc_->alloc_align(48, 100, attr), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT);
+}
+
+TEST_F(ObMallocTest, AccountingByCtxAndLabelIsExact) {
+  const ObMemAttr a(TENANT, "t_acct_a");
+  const ObMemAttr b(TENANT, "t_acct_b", WORK_AREA);
+  std::vector<void*> pa;
+  std::vector<void*> pb;
+  for (int i = 0; i < 100; ++i) pa.push_back(alloc_->alloc(64, a));
+  for (int i = 0; i < 7; ++i) pb.push_back(alloc_->alloc(20000, b));
+  EXPECT_EQ(usage_of("t_acct_a").count, 100);
+  EXPECT_EQ(usage_of("t_acct_a").used, 6400);
+  EXPECT_EQ(usage_of("t_acct_a").hold, 8000);  // 80-byte slots
+  EXPECT_EQ(usage_of("t_acct_b", WORK_AREA).count, 7);
+  EXPECT_EQ(usage_of("t_acct_b", WORK_AREA).used, 7 * 20000);
+  EXPECT_EQ(usage_of("t_acct_b").count, 0);  // not in the default ctx
+  ObMallocAllocator::free(pa[0]);
+  EXPECT_EQ(usage_of("t_acct_a").count, 99);
+  EXPECT_EQ(alloc_->get_tenant(TENANT)->hold(), ta().hold() + ta(WORK_AREA).hold());
+  EXPECT_EQ(mgr_.get_used(), alloc_->get_tenant(TENANT)->hold());
+  for (size_t i = 1; i < pa.size(); ++i) ObMallocAllocator::free(pa[i]);
+  for (void* p : pb) ObMallocAllocator::free(p);
+  alloc_->flush_thread_caches();
+  EXPECT_EQ(ta().hold(), 0);
+  EXPECT_EQ(ta(WORK_AREA).hold(), 0);
+}
+
+TEST_F(ObMallocTest, CtxLimitIsHitAtTheBoundaryWithItsReason) {
+  const ObMemAttr attr(TENANT, "t_ctx_limit");
+  ASSERT_TRUE(alloc_->set_tenant_ctx_limit(TENANT, DEFAULT_CTX_ID, 4 * MB));
+  // Big objects of just under a chunk: each takes one 2 MiB chunk.
+  const int64_t size = ACHUNK_SIZE - 64;
+  void* a = alloc_->alloc(size, attr);
+  void* b = alloc_->alloc(size, attr);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(ta().hold(), 4 * MB);
+  EXPECT_EQ(alloc_->alloc(size, attr), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::CTX_LIMIT);
+  EXPECT_EQ(last_alloc_failure().limit, 4 * MB);
+  EXPECT_EQ(last_alloc_failure().hold, 4 * MB);
+  EXPECT_EQ(ta().hold(), 4 * MB);  // nothing charged for the failure
+  ObMallocAllocator::free(a);
+  EXPECT_NE(a = alloc_->alloc(size, attr), nullptr);
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+}
+
+TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
+  const ObMemAttr attr(TENANT, "t_print_rss");
+  void* small = alloc_->alloc(100, attr);
+  void* big = alloc_->alloc(3 * 1024 * 1024, attr);  // a dedicated chunk: two chunks in all
+  os_.set_resident_per_range(100 * 1024);
+  const int64_t calls = os_.resident_calls();
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  // One probe per chunk, then one per slab, big object and free span (the first chunk's
+  // rest); the thread heap's span is not probed.
+  EXPECT_EQ(os_.resident_calls() - calls, 2 + 3);
+  EXPECT_NE(std::string(buf).find(" resident=        204,800 "), std::string::npos) << buf;
+  // The fake reports at most a range's size: the whole 16 KiB slab.
+  EXPECT_NE(std::string(buf).find(" slab_resident=         16,384 big="), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos)
+      << buf;
+  // A fresh shard washes free spans of 128 KiB as they form.
+  EXPECT_NE(
+      std::string(buf).find(" free_resident=        102,400 wash_at=  131,072 heap_trims=       0"
+                            " spares_reclaimed=              0\n"),
+      std::string::npos)
+      << buf;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("\"free_resident\":102400,\"wash_at\":131072,"
+                                  "\"heap_trims\":0,\"spares_reclaimed\":0}"),
+            std::string::npos)
+      << buf;
+  os_.set_resident_per_range(-1);
+  ObMallocAllocator::free(big);
+  ObMallocAllocator::free(small);
+}
+
+TEST_F(ObMallocTest, UsagePrintSplitsTheCtxSpansByKind) {
+  const ObMemAttr attr(TENANT, "t_print_spans");
+  void* a = alloc_->alloc(100, attr);  // a 128-byte slot in a 16 KiB slab
+  void* b = alloc_->alloc(100, attr);
+  void* big = alloc_->alloc(200 * 1024 - 64, attr);  // 25 blocks of its own
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  const std::string text(buf);
+  EXPECT_NE(text.find("[MEMORY] ctx_id=DEFAULT_CTX_ID slabs=         16,384 slab_slots="),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" slab_live=            256 empty_slabs=              0 "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" big=        204,800 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" other=          8,192 "), std::string::npos) << text;  // the thread heap
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+  alloc_->print_usage_json(buf, sizeof(buf));
+  // The thread's current slab stays, empty.
+  EXPECT_NE(std::string(buf).find("\"slab_live\":0,\"empty_slabs\":16384,"), std::string::npos)
+      << buf;
+  ObMallocAllocator::free(big);
+}
+
+TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
+  mgr_.set_span_idle_ms(-1);  // only the explicit wash below
+  const ObMemAttr attr(TENANT, "t_print_wash");
+  void* keep = alloc_->alloc(100, attr);  // keeps the chunk held
+  void* big = alloc_->alloc(200 * 1024, attr);
+  ObMallocAllocator::free(big);
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find(" washed=              0 shards=1 "), std::string::npos) << buf;
+  EXPECT_EQ(std::string(buf).find(" free_spans=              0 "), std::string::npos) << buf;
+  const int64_t washed = ta().object_set().wash_free_spans();
+  ASSERT_GT(washed, 200 * 1024);
+  alloc_->print_usage(buf, sizeof(buf));
+  char expect[64];
+  std::snprintf(expect, sizeof(expect), " washed=%15s shards=1 ", with_commas(washed).c_str());
+  EXPECT_NE(std::string(buf).find(expect), std::string::npos) << buf << "\nwanted" << expect;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("\"free_spans\":" + std::to_string(washed) +
+                                  ",\"washed\":" + std::to_string(washed) + ",\"resident\":"),
+            std::string::npos)
+      << buf;
+  EXPECT_NE(std::string(buf).find(",\"shards\":1,"), std::string::npos) << buf;
+  // Reusing the span makes it resident again: no longer counted.
+  int64_t washed_now = 0;
+  const int64_t free_spans = ta().object_set().free_span_bytes(&washed_now);
+  EXPECT_EQ(washed_now, washed);
+  EXPECT_EQ(free_spans, washed);  // every free span was washed
+  void* again = alloc_->alloc(washed - 64 * 1024, attr);
+  ta().object_set().free_span_bytes(&washed_now);
+  EXPECT_LT(washed_now, washed);
+  ObMallocAllocator::free(again);
+  ObMallocAllocator::free(keep);
+}
+
+TEST_F(ObMallocTest, TenantAndServerLimits) {
+  const ObMemAttr attr(TENANT, "t_limits");
+  const ObMemAttr other(TENANT, "t_limits", EXECUTE_CTX_ID);
+  ASSERT_TRUE(alloc_->set_tenant_limit(TENANT, 4 * MB));
+  void* a = alloc_->alloc(3 * MB, attr);  // a 4 MiB-mapped chunk charging ~3 MiB
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(alloc_->alloc(2 * MB, other), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::TENANT_LIMIT);
+  alloc_->set_tenant_limit(TENANT, 0);
+  mgr_.set_memory_limit(6 * MB);
+  EXPECT_EQ(alloc_->alloc(4 * MB, other), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::SERVER_LIMIT);
+  EXPECT_EQ(ta(EXECUTE_CTX_ID).hold(), 0);
+  char msg[256];
+  format_alloc_failure(last_alloc_failure(), msg, sizeof(msg));
+  EXPECT_NE(std::string(msg).find("SERVER_HOLD_REACH_LIMIT"), std::string::npos);
+  ObMallocAllocator::free(a);
+}
+
+TEST_F(ObMallocTest, BadCtxIdIsAnInvalidArgument) {
+  EXPECT_EQ(alloc_->alloc(10, ObMemAttr(TENANT, "x", MAX_CTX_ID)), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT);
+  EXPECT_EQ(alloc_->alloc(-1, ObMemAttr(TENANT, "x")), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE);
+}
+
+struct Captured {
+  static inline std::vector<std::pair<ErrorKind, std::string>> reports;
+  static void handler(ErrorKind kind, const void*, const char* message) {
+    reports.emplace_back(kind, message);
+  }
+};
+
+TEST_F(ObMallocTest, BadFreesAreReportedAndChangeNothing) {
+  Captured::reports.clear();
+  ErrorHandler previous = set_error_handler(&Captured::handler);
+  const ObMemAttr attr(TENANT, "t_badfree");
+  char* p = static_cast<char*>(alloc_->alloc(64, attr));
+  char* big = static_cast<char*>(alloc_->alloc(100000, attr));
+  ObMallocAllocator::free(p + 8);     // misaligned
+  ObMallocAllocator::free(big + 64);  // interior: no object header there
+  p[64] = 'x';                        // one byte past the end
+  ObMallocAllocator::free(p);
+  ASSERT_EQ(Captured::reports.size(), 3u);
+  EXPECT_EQ(Captured::reports[0].first, ErrorKind::INVALID_FREE);
+  EXPECT_EQ(Captured::reports[1].first, ErrorKind::INVALID_FREE);
+  EXPECT_EQ(Captured::reports[2].first, ErrorKind::CORRUPTION);
+  EXPECT_NE(Captured::reports[2].second.find("size=64 label=t_badfree"), std::string::npos)
+      << Captured::reports[2].second;
+  EXPECT_EQ(usage_of("t_badfree").count, 2);  // nothing was freed
+  p[64] = 0;  // repair, then free for real; a second free is a double free
+  write_tail(p, 64);
+  ObMallocAllocator::free(p);
+  ObMallocAllocator::free(p);
+  ASSERT_EQ(Captured::reports.size(), 4u);
+  EXPECT_EQ(Captured::reports[3].first, ErrorKind::DOUBLE_FREE);
+  EXPECT_NE(Captured::reports[3].second.find("size=64 label=t_badfree"), std::string::npos);
+  ObMallocAllocator::free(big);
+  set_error_handler(previous);
+}
+
+TEST_F(ObMallocTest, UsagePrintHasCtxAndLabelLines) {
+  void* a = alloc_->alloc(1000, ObMemAttr(TENANT, "t_print_big"));
+  void* b = alloc_->alloc(10, ObMemAttr(TENANT, "t_print_small"));
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  const std::string out(buf);
+  EXPECT_NE(out.find("[MEMORY] tenant_id= 1001 ctx_id=DEFAULT_CTX_ID hold=      2,097,152"),
+            std::string::npos)
+      << out;
+  const size_t big = out.find("mod=t_print_big");
+  const size_t small = out.find("mod=t_print_small");
+  ASSERT_NE(big, std::string::npos);
+  ASSERT_NE(small, std::string::npos);
+  EXPECT_LT(big, small);  // sorted by hold
+  EXPECT_NE(out.find("count=       1 avg_used=          1,000"), std::string::npos) << out;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("{\"mod\":\"t_print_small\",\"hold\":32,\"used\":10,\"count\":1"),
+            std::string::npos)
+      << buf;
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+}
+
+TEST_F(ObMallocTest, RandomOperationsAgainstAModel) {
+  std::mt19937 rng(5);
+  const char* labels[] = {"t_rand_a", "t_rand_b", "t_rand_c"};
+  struct Info {
+    int64_t size;
+    unsigned char fill;
+    int label;
+  };
+  std::map<void*, Info> live;
+  for (int step = 0; step < 20000; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 5 || live.empty()) {
+      const int64_t size = rng() % 500 == 0  ? rng() % (64 * MB)
+                           : rng() % 20 == 0 ? rng() % (1 * MB)
+                                             : rng() % 2048;
+      const int label = static_cast<int>(rng() % 3);
+      void* p = rng() % 8 == 0 ? alloc_->alloc_align(int64_t{64} << (rng() % 6), size,
+                                                     ObMemAttr(TENANT, labels[label]))
+                               : alloc_->alloc(size, ObMemAttr(TENANT, labels[label]));
+      ASSERT_NE(p, nullptr);
+      const unsigned char fill = static_cast<unsigned char>(rng());
+      std::memset(p, fill, static_cast<size_t>(size));
+      live[p] = Info{size, fill, label};
+    } else {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      void* p = it->first;
+      const Info info = it->second;
+      const unsigned char* c = static_cast<unsigned char*>(p);
+      if (info.size > 0) {
+        ASSERT_EQ(c[0], info.fill);
+        ASSERT_EQ(c[info.size - 1], info.fill);
+      }
+      live.erase(it);
+      if (op < 7) {
+        const int64_t size = rng() % 4096;
+        void* q = alloc_->realloc(p, size, ObMemAttr(TENANT, labels[info.label]));
+        if (size == 0) continue;
+        ASSERT_NE(q, nullptr);
+        const int64_t keep = std::min(size, info.size);
+        const unsigned char* d = static_cast<unsigned char*>(q);
+        if (keep > 0) {
+          ASSERT_EQ(d[keep - 1], info.fill);
+        }
+        std::memset(q, info.fill, static_cast<size_t>(size));
+        live[q] = Info{size, info.fill, info.label};
+      } else {
+        ObMallocAllocator::free(p);
+      }
+    }
+    if (step % 1000 == 0) {
+      int64_t counts[3] = {};
+      for (auto& [p, info] : live) ++counts[info.label];
+      for (int l = 0; l < 3; ++l) ASSERT_EQ(usage_of(labels[l]).count, counts[l]) << step;
+    }
+  }
+  for (auto& [p, info] : live) ObMallocAllocator::free(p);
+}
+
+TEST_F(ObMallocTest, ManyThreadsPassObjectsAround) {
+  constexpr int THREADS = 4;
+  std::atomic<void*> mailbox[THREADS] = {};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < THREADS; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      const ObMemAttr attr(TENANT, "t_threads", t % 2 == 0 ? DEFAULT_CTX_ID : WORK_AREA);
+      std::vector<void*> mine;
+      for (int i = 0; i < 20000; ++i) {
+        const int64_t size = rng() % 50 == 0 ? 40000 : 1 + rng() % 600;
+        void* p = alloc_->alloc(size, attr);
+        ASSERT_NE(p, nullptr);
+        std::memset(p, t, static_cast<size_t>(size));
+        // Hand some objects to a neighbour, free the rest here.
+        if (rng() % 2 == 0) p = mailbox[(t + 1) % THREADS].exchange(p);
+        if (p != nullptr) mine.push_back(p);
+        if (mine.size() > 64) {
+          ObMallocAllocator::free(mine.back());
+          mine.pop_back();
+        }
+      }
+      for (void* p : mine) ObMallocAllocator::free(p);
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (auto& m : mailbox) ObMallocAllocator::free(m.exchange(nullptr));
+  // The workers exited: their heaps were handed back; all objects are freed.
+  alloc_->flush_thread_caches();
+  EXPECT_EQ(ta().hold(), 0);
+  EXPECT_EQ(ta(WORK_AREA).hold(), 0);
+}
+
+TEST(ObMallocDeathTest, DefaultHandlerAbortsOnDoubleFree) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        FakeOs os;
+        FakeClock clock;
+        AChunkMgr mgr(os, clock);
+        auto a = std::make_unique<ObMallocAllocator>(mgr);
+        void* p = a->alloc(48, ObMemAttr(TENANT, "t_death"));
+        ObMallocAllocator::free(p);
+        ObMallocAllocator::free(p);
+      },
+      "achunk: double free of 0x[0-9a-f]+: object is already free \\(size=48 label=t_death\\)");
+}
+
+TEST(ObMallocDeathTest, DefaultHandlerAbortsOnTailOverwrite) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        FakeOs os;
+        FakeClock clock;
+        AChunkMgr mgr(os, clock);
+        auto a = std::make_unique<ObMallocAllocator>(mgr);
+        char* p = static_cast<char*>(a->alloc(20, ObMemAttr(TENANT, "t_death")));
+        std::memset(p, 0, 24);
+        ObMallocAllocator::free(p);
+      },
+      "achunk: heap corruption of 0x[0-9a-f]+: tail canary overwritten \\(size=20 "
+      "label=t_death\\)");
+}
+
+}  // namespace
+}  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(ObMallocTest, FailedMmapWashesFreeSpansAndTheCacheThenRetries) {
+  const ObMemAttr attr(TENANT, "t_wash");
+  void* keep = alloc_->alloc(100, attr);  // one chunk with free spans in it
+  // A dirty free span of 13 blocks (too short to be washed as it forms) before another.
+  void* dirty = alloc_->alloc(100 * 1024, attr);
+  void* next = alloc_->alloc(100 * 1024, attr);
+  std::memset(dirty, 1, 100 * 1024);
+  ObMallocAllocator::free(dirty);
+  mgr_.free_chunk(mgr_.alloc_chunk(ACHUNK_SIZE));  // and one cached chunk
+  const int64_t released = os_.released_bytes();
+  os_.fail_next_maps(2);  // AChunkMgr's own retry fails too
+  void* big = alloc_->alloc(3 * MB, attr);
+  EXPECT_NE(big, nullptr);  // the retry after the wash succeeded
+  EXPECT_GT(os_.released_bytes(), released);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 0);
+  ObMallocAllocator::free(big);
+  ObMallocAllocator::free(next);
+  ObMallocAllocator::free(keep);
+}
+
+}  // namespace
+}  // namespace achunk::testing

@@ -1,0 +1,113 @@
+// The per-thread front of ob_malloc: an entry is used only while the label text, the
+// allocator and the thread's heap it names are still the same, and the label read
+// never faults, even for a label that ends right before an unreadable page.
+#include "alloc/object/malloc_front.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "alloc/object/label.h"
+#include "alloc/object/malloc_allocator.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+constexpr uint64_t TENANT = 1002;
+
+class MallocFrontTest : public ChunkMgrTest {
+ protected:
+  int64_t count_of(ObMallocAllocator& a, const char* label) {
+    LabelUsage out[64];
+    LabelUsage total;
+    ObjectSet& set = a.get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID)->object_set();
+    const int n = set.scan_usage(out, 64, &total);
+    for (int i = 0; i < n; ++i) {
+      if (out[i].label == label_id(label)) return out[i].count;
+    }
+    return 0;
+  }
+};
+
+TEST_F(MallocFrontTest, LabelTextRewrittenAtTheSamePointerIsChargedToTheNewText) {
+  ObMallocAllocator a(mgr_);
+  char label[32] = "front_first";
+  void* p = a.alloc(48, ObMemAttr(TENANT, label));
+  void* q = a.alloc(48, ObMemAttr(TENANT, label));  // served by the front entry
+  std::strcpy(label, "front_second");
+  void* r = a.alloc(48, ObMemAttr(TENANT, label));
+  EXPECT_EQ(count_of(a, "front_first"), 2);
+  EXPECT_EQ(count_of(a, "front_second"), 1);
+  for (void* x : {p, q, r}) ObMallocAllocator::free(x);
+  a.flush_thread_caches();
+}
+
+TEST_F(MallocFrontTest, AnAllocatorBuiltWhereAnotherDiedIsNotServedFromItsEntries) {
+  alignas(ObMallocAllocator) static unsigned char storage[sizeof(ObMallocAllocator)];
+  const ObMemAttr attr(TENANT, "front_reborn");
+  auto* first = new (storage) ObMallocAllocator(mgr_);
+  ObMallocAllocator::free(first->alloc(64, attr));  // leaves an entry naming its heap
+  first->~ObMallocAllocator();  // its sets, heaps included, go back to the chunk layer
+  EXPECT_EQ(mgr_.get_used(), 0);
+
+  auto* second = new (storage) ObMallocAllocator(mgr_);
+  void* p = second->alloc(64, attr);
+  ASSERT_NE(p, nullptr);
+  ObTenantCtxAllocator* ta = second->get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID);
+  EXPECT_EQ(ObjectSet::owner_of(p), &ta->object_set());
+  EXPECT_GT(ta->hold(), 0);
+  ObMallocAllocator::free(p);
+  second->flush_thread_caches();
+  EXPECT_EQ(ta->hold(), 0);
+  second->~ObMallocAllocator();
+}
+
+TEST_F(MallocFrontTest, AHeapGivenBackIsNotUsedAgain) {
+  ObMallocAllocator a(mgr_);
+  const ObMemAttr attr(TENANT, "front_flush");
+  void* p = a.alloc(100, attr);
+  ObjectSet& set = a.get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID)->object_set();
+  ThreadHeap* before = set.existing_heap();
+  a.flush_thread_caches();  // the heap is abandoned and its block freed
+  EXPECT_EQ(set.existing_heap(), nullptr);
+  void* q = a.alloc(100, attr);
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(set.existing_heap(), nullptr);
+  EXPECT_EQ(count_of(a, "front_flush"), 2);
+  (void)before;
+  ObMallocAllocator::free(p);
+  ObMallocAllocator::free(q);
+  a.flush_thread_caches();
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+TEST_F(MallocFrontTest, ALabelEndingBeforeAnUnreadablePageIsReadSafely) {
+  constexpr size_t PAGE = 4096;
+  void* mem = nullptr;
+  ASSERT_EQ(posix_memalign(&mem, PAGE, 2 * PAGE), 0);
+  char* page = static_cast<char*>(mem);
+  char* label = page + PAGE - 5;  // "edge" and its NUL end at the page end
+  std::memcpy(label, "edge", 5);
+  ASSERT_EQ(mprotect(page + PAGE, PAGE, PROT_NONE), 0);
+  uint64_t bytes[2];
+  EXPECT_FALSE(read_label_bytes(label, bytes));
+  EXPECT_TRUE(read_label_bytes(page, bytes));
+  {
+    ObMallocAllocator a(mgr_);
+    void* p = a.alloc(32, ObMemAttr(TENANT, label));
+    void* q = a.alloc(32, ObMemAttr(TENANT, label));
+    EXPECT_EQ(count_of(a, "edge"), 2);
+    ObMallocAllocator::free(p);
+    ObMallocAllocator::free(q);
+    a.flush_thread_caches();
+  }
+  ASSERT_EQ(mprotect(page + PAGE, PAGE, PROT_READ | PROT_WRITE), 0);
+  std::free(mem);
+}
+
+}  // namespace
+}  // namespace achunk::testing

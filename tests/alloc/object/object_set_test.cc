@@ -1,0 +1,532 @@
+#include "alloc/object/object_set.h"
+#include "alloc/object/thread_heap.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alloc/object/label.h"
+#include "alloc/object/size_class.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+TEST(SizeClassTest, EveryRequestGetsTheSmallestSlotThatFits) {
+  for (int64_t size = 1; size <= SMALL_OBJECT_MAX; ++size) {
+    const int sc = size_class_of(size);
+    ASSERT_GE(sc, 0);
+    ASSERT_LT(sc, SIZE_CLASS_COUNT);
+    ASSERT_GE(class_slot_size(sc), size + AOBJECT_META_SIZE) << size;
+    if (sc > 0) {
+      ASSERT_LT(class_slot_size(sc - 1), size + AOBJECT_META_SIZE) << size;
+    }
+    ASSERT_EQ(class_slot_size(sc) % 16, 0);
+    ASSERT_EQ(sc, size_class_compute(size)) << size;  // the table agrees with the formula
+    ASSERT_EQ(class_slot_size(sc), class_slot_formula(sc));
+  }
+  EXPECT_EQ(size_class_of(0), 0);
+  EXPECT_EQ(class_slot_size(size_class_of(64)), 80);  // 64 B objects: 25% meta
+}
+
+TEST(LabelTest, TheCachedLookupSeesTextRewrittenAtTheSamePointer) {
+  char label[32] = "t_cache_one";
+  EXPECT_EQ(label_id_cached(label), label_id("t_cache_one"));
+  EXPECT_EQ(label_id_cached(label), label_id("t_cache_one"));  // a hit
+  std::strcpy(label, "t_cache_two");
+  EXPECT_EQ(label_id_cached(label), label_id("t_cache_two"));
+  EXPECT_EQ(label_id_cached(nullptr), label_id(nullptr));
+}
+
+TEST(LabelTest, InternsOnceAndCuts) {
+  const uint16_t a = label_id("SqlExecutor");
+  EXPECT_EQ(label_id("SqlExecutor"), a);
+  EXPECT_STREQ(label_name(a), "SqlExecutor");
+  const uint16_t long_id = label_id("AVeryLongLabelNameIndeed");
+  EXPECT_STREQ(label_name(long_id), "AVeryLongLabelN");
+  EXPECT_STREQ(label_name(label_id(nullptr)), "unlabeled");
+}
+
+class ObjectSetTest : public ChunkMgrTest {
+ protected:
+  DirectChunkSource source_{mgr_};
+};
+
+TEST_F(ObjectSetTest, SmallObjectsAreAlignedWithHeaderAndTail) {
+  ObjectSet set(source_);
+  const uint16_t label = label_id("t_small");
+  std::vector<void*> ptrs;
+  for (int64_t size : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{64}, int64_t{100},
+                       int64_t{1000}, int64_t{5000}, SMALL_OBJECT_MAX}) {
+    void* p = set.alloc(size, label);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u) << size;
+    const uint64_t h = load_header(p);
+    EXPECT_EQ(header_state(h), ObjectState::IN_USE);
+    EXPECT_EQ(header_size(h), size);
+    EXPECT_EQ(header_label(h), label);
+    EXPECT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+    EXPECT_GE(ObjectSet::usable_size(p), size);
+    std::memset(p, 0x33, static_cast<size_t>(size));
+    EXPECT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+    EXPECT_EQ(ObjectSet::owner_of(p), &set);
+    ptrs.push_back(p);
+  }
+  for (void* p : ptrs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+TEST_F(ObjectSetTest, BigObjectsGetTheirOwnSpan) {
+  ObjectSet set(source_);
+  void* mid = set.alloc(100 * 1024, label_id("t_big"));
+  void* huge = set.alloc(5 * MB, label_id("t_big"));
+  ASSERT_NE(mid, nullptr);
+  ASSERT_NE(huge, nullptr);
+  EXPECT_EQ(header_state(load_header(huge)), ObjectState::BIG);
+  std::memset(huge, 1, 5 * MB);
+  EXPECT_TRUE(ObjectSet::resize_in_place(mid, 100 * 1024 + 10));
+  EXPECT_FALSE(ObjectSet::resize_in_place(mid, 10 * MB));
+  EXPECT_EQ(header_size(load_header(mid)), 100 * 1024 + 10);
+  ObjectSet::free(mid);
+  ObjectSet::free(huge);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, ReuseIsLifoWithinASlab) {
+  ObjectSet set(source_);
+  void* a = set.alloc(64, 0);
+  ObjectSet::free(a);
+  EXPECT_EQ(set.alloc(64, 0), a);
+  ObjectSet::free(a);
+}
+
+TEST_F(ObjectSetTest, TheFastFreeFindsSlotsInEveryBlockOfASlab) {
+  ObjectSet set(source_);
+  // 16 KiB slabs of two blocks: a thousand 64 B objects cross block and slab edges.
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 1000; ++i) ptrs.push_back(set.alloc(64, 0));
+  const int64_t hold = set.hold();
+  for (void* p : ptrs) ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  for (void*& p : ptrs) p = set.alloc(64, 0);
+  EXPECT_EQ(set.hold(), hold);  // every slot came back
+  for (void* p : ptrs) ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, TheFastFreeRefusesWhatIsNotAnObjectOfItsThread) {
+  ObjectSet set(source_);
+  void* p = set.alloc(64, 0);
+  AChunk* chunk = AChunk::ptr2chunk(p);
+  // A "header" in the chunk's block-header area, and one in no span at all.
+  EXPECT_FALSE(ObjectSet::try_free_fast(chunk->data()));
+  EXPECT_FALSE(ObjectSet::try_free_fast(static_cast<char*>(chunk->data()) + ACHUNK_SIZE - 4096));
+  EXPECT_FALSE(ObjectSet::try_free_fast(static_cast<char*>(p) + 16));  // inside the object
+  std::thread other([&] { EXPECT_FALSE(ObjectSet::try_free_fast(p)); });
+  other.join();
+  ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  EXPECT_FALSE(ObjectSet::try_free_fast(p));  // already free
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+// Carving a slot writes its header: slots carved before they are needed would fault in
+// pages no object uses (all 4 pages of a 16 KiB slab for one live object).
+TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
+  ObjectSet set(source_);
+  void* first = set.alloc(64, 0);
+  ABlock* block = BlockSet::ptr2block(header_of(first));
+  const Slab* slab = slab_of(block);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(block_data(block));
+  const int carved = slab->carved_.load();
+  ASSERT_GT(carved, 1);
+  ASSERT_LT(carved, slab->capacity_);
+  // Every carved slot starts in the first page, and the next one would not.
+  EXPECT_LT(base + 8 + (carved - 1) * 80, base + 4096);
+  EXPECT_GE(base + 8 + carved * 80, base + 4096);
+  std::vector<void*> ptrs{first};
+  while (ptrs.size() < static_cast<size_t>(carved)) ptrs.push_back(set.alloc(64, 0));
+  EXPECT_EQ(slab->carved_.load(), carved);  // nothing more until the carved slots ran out
+  ptrs.push_back(set.alloc(64, 0));
+  EXPECT_GT(slab->carved_.load(), carved);
+  EXPECT_LT(reinterpret_cast<uintptr_t>(ptrs.back()), base + 2 * 4096);
+  // A freed slot is reused before another page is carved.
+  const int now = slab->carved_.load();
+  while (slab->carved_.load() == now && ptrs.size() < 1000) ptrs.push_back(set.alloc(64, 0));
+  ObjectSet::free(ptrs[3]);
+  EXPECT_EQ(set.alloc(64, 0), ptrs[3]);
+  LabelUsage usage[2];
+  LabelUsage total;
+  set.scan_usage(usage, 2, &total);
+  EXPECT_EQ(total.count, static_cast<int64_t>(ptrs.size()));
+  for (void* p : ptrs) ObjectSet::free(p);
+  // Big slots: one per carve.
+  void* big = set.alloc(20000, 0);
+  EXPECT_EQ(slab_of(BlockSet::ptr2block(header_of(big)))->carved_.load(), 1);
+  ObjectSet::free(big);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, EmptySlabsStayAsSparesAndBigOnesOnlyWithinTheHeapBudget) {
+  ObjectSet set(source_);
+  // 100 bytes: 128-byte slots, 127 to a 16 KiB slab; one more opens a second slab.
+  std::vector<void*> small;
+  for (int i = 0; i < 128; ++i) small.push_back(set.alloc(100, 0));
+  const int64_t with_two_small = set.span_used();
+  for (int i = 0; i < 127; ++i) ObjectSet::free(small[i]);  // the first slab empties
+  EXPECT_EQ(set.span_used(), with_two_small);               // kept as the class's spare
+  // 20000 bytes: 20480-byte slots, 3 to a 64 KiB slab (an eighth or less unused).
+  ASSERT_EQ(slab_size(size_class_of(20000)), 64 * 1024);
+  std::vector<void*> big;
+  for (int i = 0; i < 7; ++i) big.push_back(set.alloc(20000, 0));  // slabs A, B, C
+  const int64_t with_three = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);  // A empties: the spare
+  EXPECT_EQ(set.span_used(), with_three);
+  for (int i = 3; i < 6; ++i) ObjectSet::free(big[i]);  // B empties: a spare exists
+  EXPECT_EQ(set.span_used(), with_three - 64 * 1024);
+  // C, the current slab, empties: with A kept, 128 KiB would pass the budget.
+  ObjectSet::free(big[6]);
+  EXPECT_EQ(set.span_used(), with_three - 2 * 64 * 1024);
+  ObjectSet::free(small[127]);
+}
+
+TEST_F(ObjectSetTest, AHeapKeepsItsEmptyBigCurrentSlabsUpToABudget) {
+  ObjectSet set(source_);
+  // 60000 bytes: one 65536-byte slot to a 72 KiB slab; 45000: two 49152-byte slots to a
+  // 104 KiB slab (the biggest), which is also what a heap keeps of empty ones.
+  ASSERT_EQ(slab_size(size_class_of(60000)), 72 * 1024);
+  ASSERT_EQ(slab_size(size_class_of(45000)), ThreadHeap::EMPTY_BIG_SLAB_MAX);
+  const int64_t before = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(set.alloc(60000, 0));  // the loop keeps its slab
+  const int64_t with_one = set.span_used();
+  EXPECT_EQ(with_one, before + 72 * 1024 + ABLOCK_SIZE);  // the slab and the thread heap
+  for (int i = 0; i < 3; ++i) ObjectSet::free(set.alloc(45000, 0));
+  // 72 KiB empty already: the 104 KiB slab does not fit beside it and goes back.
+  EXPECT_EQ(set.span_used(), with_one);
+  // A slab in use does not count: with the 72 KiB one holding an object, the 104 KiB
+  // one stays.
+  void* hold = set.alloc(60000, 0);
+  ObjectSet::free(set.alloc(45000, 0));
+  EXPECT_EQ(set.span_used(), with_one + 104 * 1024);
+  ObjectSet::free(hold);  // now both are empty: the 72 KiB one goes
+  EXPECT_EQ(set.span_used(), before + 104 * 1024 + ABLOCK_SIZE);
+}
+
+TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
+  ObjectSet set(source_);
+  const uint16_t x = label_id("t_scan_x");
+  const uint16_t y = label_id("t_scan_y");
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 10; ++i) ptrs.push_back(set.alloc(64, x));
+  for (int i = 0; i < 3; ++i) ptrs.push_back(set.alloc(100 * 1024, y));
+  ObjectSet::free(ptrs[0]);
+  LabelUsage usage[8];
+  LabelUsage total;
+  const int n = set.scan_usage(usage, 8, &total);
+  ASSERT_EQ(n, 2);
+  std::map<uint16_t, LabelUsage> by_label;
+  for (int i = 0; i < n; ++i) by_label[usage[i].label] = usage[i];
+  EXPECT_EQ(by_label[x].count, 9);
+  EXPECT_EQ(by_label[x].used, 9 * 64);
+  EXPECT_EQ(by_label[x].hold, 9 * 80);
+  EXPECT_EQ(by_label[y].count, 3);
+  EXPECT_EQ(by_label[y].used, 3 * 100 * 1024);
+  EXPECT_EQ(by_label[y].blocks, 3);
+  EXPECT_EQ(total.count, 12);
+  for (size_t i = 1; i < ptrs.size(); ++i) ObjectSet::free(ptrs[i]);
+}
+
+TEST_F(ObjectSetTest, CrossThreadFreesAreCollectedByTheOwner) {
+  ObjectSet set(source_);
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 5000; ++i) ptrs.push_back(set.alloc(64, 0));
+  std::thread consumer([&] {
+    for (void* p : ptrs) ObjectSet::free(p);
+  });
+  consumer.join();
+  // The owner collects the remote frees when it runs short and reuses those slots.
+  const int64_t hold = set.hold();
+  for (int i = 0; i < 5000; ++i) ptrs[i] = set.alloc(64, 0);
+  EXPECT_EQ(set.hold(), hold);
+  for (void* p : ptrs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectSetTest, ThreadExitAbandonsSlabsAndAnotherThreadAdoptsThem) {
+  ObjectSet set(source_);
+  std::vector<void*> ptrs;
+  std::thread producer([&] {
+    for (int i = 0; i < 3000; ++i) ptrs.push_back(set.alloc(200, 0));
+  });
+  producer.join();  // its heap is gone; its slabs hold live objects
+  const int64_t hold = set.hold();
+  for (size_t i = 0; i < ptrs.size(); i += 2) ObjectSet::free(ptrs[i]);
+  // This thread adopts the abandoned slabs and fills the holes before mapping more.
+  std::vector<void*> more;
+  for (size_t i = 0; i < ptrs.size() / 2 - 100; ++i) more.push_back(set.alloc(200, 0));
+  EXPECT_LE(set.hold(), hold + 8 * 1024);  // at most this thread's heap block more
+  for (size_t i = 1; i < ptrs.size(); i += 2) ObjectSet::free(ptrs[i]);
+  for (void* p : more) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+TEST_F(ObjectSetTest, RandomSequenceKeepsContents) {
+  ObjectSet set(source_);
+  std::mt19937 rng(9);
+  std::map<void*, std::pair<int64_t, unsigned char>> live;
+  for (int step = 0; step < 30000; ++step) {
+    if (live.size() < 500 && rng() % 2 == 0) {
+      const int64_t size = rng() % 50 == 0 ? 1 + rng() % (3 * MB) : 1 + rng() % 3000;
+      void* p = set.alloc(size, 0);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ(live.count(p), 0u);
+      const unsigned char fill = static_cast<unsigned char>(rng());
+      std::memset(p, fill, static_cast<size_t>(size));
+      live[p] = {size, fill};
+    } else if (!live.empty()) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      const auto [size, fill] = it->second;
+      const unsigned char* p = static_cast<unsigned char*>(it->first);
+      ASSERT_EQ(p[0], fill);
+      ASSERT_EQ(p[size - 1], fill);
+      ASSERT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+      ObjectSet::free(it->first);
+      live.erase(it);
+    }
+  }
+  for (auto& [p, info] : live) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing
+
+namespace achunk::testing {
+namespace {
+
+// Without a release thread: every quarter of span_idle_ms a span free washes the spans
+// that have been free for a whole span_idle_ms (the chunk TTL plays no part).
+// Spans of `blocks` blocks each, laid out one after another in a fresh chunk.
+static std::vector<ABlock*> take_spans(ObjectSet& set, std::initializer_list<int> blocks) {
+  std::vector<ABlock*> spans;
+  for (int n : blocks) spans.push_back(set.alloc_span(n * ABLOCK_SIZE));
+  return spans;
+}
+
+TEST_F(ObjectSetTest, BigObjectsFromUntouchedPagesAreBornZero) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  const uint16_t label = label_id("t_zero");
+  void* small = set.alloc(100, label);
+  EXPECT_FALSE(ObjectSet::born_zero(small));  // slots are recycled: calloc zeroes them
+  void* a = set.alloc(100 * 1024, label);
+  void* b = set.alloc(100 * 1024, label);
+  EXPECT_TRUE(ObjectSet::born_zero(a));  // from the fresh chunk
+  EXPECT_TRUE(ObjectSet::born_zero(b));
+  std::memset(a, 0x5a, 100 * 1024);
+  ObjectSet::free(a);  // 13 dirty blocks before b: too short to be washed as it forms
+  void* again = set.alloc(100 * 1024, label);
+  EXPECT_EQ(again, a);
+  EXPECT_FALSE(ObjectSet::born_zero(again));
+  for (void* p : {again, b, small}) ObjectSet::free(p);
+}
+
+TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
+  mgr_.set_span_idle_ms(30'000);
+  mgr_.set_chunk_cache_ttl_ms(-1);  // the chunk cache's eviction does not matter here
+  ObjectSet set(source_);
+  // a, spacer1, b, spacer2, c, spacer3, the rest of the chunk but a 2-block tail: no
+  // free span here reaches the length that is washed as soon as it forms.
+  const std::vector<ABlock*> s = take_spans(set, {2, 2, 2, 2, 2, 2, BLOCKS_PER_CHUNK - 14});
+  ABlock *a = s[0], *spacer1 = s[1], *b = s[2], *spacer2 = s[3], *c = s[4], *spacer3 = s[5];
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  ObjectSet::free_span(a);
+  clock_.advance_ms(20'000);
+  ObjectSet::free_span(b);
+  EXPECT_EQ(os_.released_bytes(), 0);  // a: free for 20 s only
+  clock_.advance_ms(11'000);
+  ObjectSet::free_span(c);  // a: 31 s; b: 11 s
+  const int64_t first = os_.released_bytes();
+  // a only: the chunk's 2-block tail, free for 31 s too, was never touched since the
+  // chunk was mapped, so it has no page to give back.
+  EXPECT_EQ(first, 2 * ABLOCK_SIZE);
+  clock_.advance_ms(5'000);
+  // spacer1 merges a and b into one span free from now on; no look (a quarter of the
+  // idle time has not passed since the last one).
+  ObjectSet::free_span(spacer1);
+  EXPECT_EQ(os_.released_bytes(), first);
+  clock_.advance_ms(20'000);
+  // A look: a+spacer1+b has been free for 20 s only, c+spacer3+tail from now on.
+  ObjectSet::free_span(spacer3);
+  EXPECT_EQ(os_.released_bytes(), first);
+  clock_.advance_ms(31'000);
+  ObjectSet::free_span(spacer2);  // everything merges into one fresh span of 14 blocks
+  EXPECT_EQ(os_.released_bytes(), first);
+  mgr_.set_span_idle_ms(-1);  // off: spans are never washed on frees
+  clock_.advance_ms(100'000);
+  ObjectSet::free_span(set.alloc_span(ABLOCK_SIZE));
+  EXPECT_EQ(os_.released_bytes(), first);
+  ObjectSet::free_span(s[6]);
+}
+
+TEST_F(ObjectSetTest, AFreeSpanOf128KiBIsWashedAsSoonAsItFormsDirtyPartOnly) {
+  mgr_.set_span_idle_ms(30'000);
+  ObjectSet set(source_);
+  // k0 x y z k1 w v k2 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 15, 1, 3, 1, 2, 1, 1, BLOCKS_PER_CHUNK - 25});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  ABlock *x = s[1], *y = s[2], *z = s[3], *k1 = s[4], *w = s[5], *v = s[6];
+  ObjectSet::free_span(x);  // 15 blocks: one short, kept with its pages
+  EXPECT_EQ(os_.released_bytes(), 0);
+  ObjectSet::free_span(y);  // x+y: 16 blocks in one piece
+  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
+  ObjectSet::free_span(z);  // joins the washed x+y: only z's 3 blocks are washed
+  EXPECT_EQ(os_.released_bytes(), 19 * ABLOCK_SIZE);
+  ObjectSet::free_span(w);
+  ObjectSet::free_span(v);  // w+v: 3 blocks, kept
+  EXPECT_EQ(os_.released_bytes(), 19 * ABLOCK_SIZE);
+  // k1 joins x..z (washed) and w+v (not): k1, w and v are washed, 4 blocks.
+  ObjectSet::free_span(k1);
+  EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
+  int64_t washed = 0;
+  EXPECT_EQ(set.free_span_bytes(&washed), 23 * ABLOCK_SIZE);
+  EXPECT_EQ(washed, 23 * ABLOCK_SIZE);
+  // Off (-1): nothing is washed on a free, however big.
+  mgr_.set_span_idle_ms(-1);
+  ObjectSet::free_span(set.alloc_span(200 * ABLOCK_SIZE));
+  EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
+  for (int i : {0, 7, 8}) ObjectSet::free_span(s[i]);
+}
+
+TEST_F(ObjectSetTest, ASpanWashedAsItFormedAndTakenBackSoonRaisesTheWashLength) {
+  mgr_.set_span_idle_ms(1'000);
+  ObjectSet set(source_);
+  // k0 x k1 z k2 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, BLOCKS_PER_CHUNK - 51});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  ObjectSet::free_span(s[1]);  // 16 blocks: washed
+  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
+  ABlock* y = set.alloc_span(16 * ABLOCK_SIZE);  // x's span again at once: washed for nothing
+  EXPECT_EQ(y, s[1]);
+  ObjectSet::free_span(y);  // 16 blocks no longer reach the length (now 32)
+  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
+  ObjectSet::free_span(s[3]);  // 32 blocks do
+  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
+  clock_.advance_ms(2'000);
+  // Taken again after a whole idle time: the wash was worth it, the length stays.
+  ABlock* z = set.alloc_span(32 * ABLOCK_SIZE);
+  EXPECT_EQ(z, s[3]);
+  ObjectSet::free_span(z);  // washed again (and y's span, idle for 2 s, by the look)
+  EXPECT_EQ(os_.released_bytes(), (48 + 32 + 16) * ABLOCK_SIZE);
+  for (int i : {0, 2, 4, 5}) ObjectSet::free_span(s[i]);
+}
+
+TEST_F(ObjectSetTest, ASpanOfTheStartingLengthLeftDirtyForAnIdleTimeLowersTheWashLength) {
+  mgr_.set_span_idle_ms(1'000);
+  ObjectSet set(source_);
+  // k0 x k1 z k2 w k3 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, 16, 1, BLOCKS_PER_CHUNK - 68});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  // x and then z washed as they formed and taken back at once: the length is 64 blocks.
+  ObjectSet::free_span(s[1]);
+  ASSERT_EQ(set.alloc_span(16 * ABLOCK_SIZE), s[1]);
+  ObjectSet::free_span(s[3]);
+  ASSERT_EQ(set.alloc_span(32 * ABLOCK_SIZE), s[3]);
+  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 64 * ABLOCK_SIZE);
+  ObjectSet::free_span(s[1]);  // 16 blocks: below the length, x sits dirty
+  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
+  clock_.advance_ms(1'500);
+  // w sits dirty too; the look washes x, free for a whole idle time: one halving.
+  ObjectSet::free_span(s[5]);
+  EXPECT_EQ(os_.released_bytes(), 64 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 32 * ABLOCK_SIZE);
+  clock_.advance_ms(1'500);
+  // k0 joins x (17 blocks, below 32: kept); the look washes w: back to the start.
+  ObjectSet::free_span(s[0]);
+  EXPECT_EQ(os_.released_bytes(), 80 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 16 * ABLOCK_SIZE);
+  clock_.advance_ms(1'500);
+  // k3 joins the washed w: 17 blocks, its own block washed as it forms; the look washes
+  // k0+x. The length never goes below where it started.
+  ObjectSet::free_span(s[6]);
+  EXPECT_EQ(os_.released_bytes(), (80 + 1 + 17) * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 16 * ABLOCK_SIZE);
+  for (int i : {2, 3, 4, 7}) ObjectSet::free_span(s[i]);
+}
+
+TEST_F(ObjectSetTest, TheWashLengthRisesPastTheLongestSpanYetAStreakOfFreesStillWashes) {
+  mgr_.set_span_idle_ms(1'000);
+  ObjectSet set(source_);
+  // k0 a k1 b k2 c k3 d k4 rest: the whole chunk.
+  const std::vector<ABlock*> s =
+      take_spans(set, {1, 16, 1, 32, 1, 64, 1, 128, 1, BLOCKS_PER_CHUNK - 245});
+  for (ABlock* span : s) ASSERT_NE(span, nullptr);
+  // a, b, c and d each washed as they formed and taken back at once: every doubling
+  // counts, up to a length no span inside a chunk reaches (a busy shard stops washing).
+  for (int i : {1, 3, 5, 7}) {
+    const int64_t bytes = BlockSet::span_bytes(s[i]);
+    ObjectSet::free_span(s[i]);
+    ASSERT_EQ(set.alloc_span(bytes), s[i]);
+  }
+  EXPECT_EQ(os_.released_bytes(), 240 * ABLOCK_SIZE);
+  EXPECT_EQ(set.wash_at_bytes(), 256 * ABLOCK_SIZE);
+  // Seven span frees in a row, none washed; the eighth forms k0..k2 (51 blocks, more
+  // than the starting length): a run of frees with no allocation between them is what a
+  // closing connection looks like, and no later free may come to wash it.
+  for (int i : {1, 0, 2, 4, 6, 8, 9}) ObjectSet::free_span(s[i]);
+  EXPECT_EQ(os_.released_bytes(), 240 * ABLOCK_SIZE);
+  ObjectSet::free_span(s[3]);
+  EXPECT_EQ(os_.released_bytes(), (240 + 51) * ABLOCK_SIZE);
+  // An allocation ends the streak: c joins k0..k2 and k3 unwashed.
+  ABlock* one = set.alloc_span(ABLOCK_SIZE);
+  ASSERT_EQ(one, s[6]);
+  ObjectSet::free_span(one);
+  ObjectSet::free_span(s[5]);
+  EXPECT_EQ(os_.released_bytes(), (240 + 51) * ABLOCK_SIZE);
+  ObjectSet::free_span(s[7]);
+}
+
+TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
+  mgr_.set_span_idle_ms(-1);  // only the explicit calls below wash
+  ObjectSet set(source_);
+  void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
+  void* old_one = set.alloc(100000, 0);
+  void* spacer = set.alloc(100000, 0);  // keeps the next span from merging with old_one's
+  void* busy = set.alloc(100000, 0);
+  ObjectSet::free(old_one);
+  EXPECT_EQ(set.wash_stale_spans(1'000'000), 0);  // everything free was freed just now
+  clock_.advance_ms(1'000);
+  const int64_t first = set.wash_stale_spans(1'000'000);
+  // Free for a whole interval now: old_one's span and the chunk's untouched tail.
+  EXPECT_GE(first, 100000);
+  EXPECT_EQ(os_.released_bytes(), first);
+  clock_.advance_ms(1'000);
+  EXPECT_EQ(set.wash_stale_spans(1'000'000), 0);  // washed already: not again
+  // The set stays busy; the span freed a moment ago keeps its pages for an interval.
+  ObjectSet::free(busy);  // merges with the washed tail: the whole span waits again
+  void* again = set.alloc(100000, 0);
+  EXPECT_EQ(set.wash_stale_spans(1'000'000), 0);
+  clock_.advance_ms(1'000);
+  const int64_t second = set.wash_stale_spans(1'000'000);
+  EXPECT_GT(second, 0);  // the merged tail, free for a whole interval now
+  EXPECT_EQ(os_.released_bytes(), first + second);
+  for (void* p : {keep, spacer, again}) std::memset(p, 1, 100000);  // live ones untouched
+  for (void* p : {keep, spacer, again}) ObjectSet::free(p);
+}
+
+}  // namespace
+}  // namespace achunk::testing

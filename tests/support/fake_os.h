@@ -1,0 +1,154 @@
+// Test support: a fake Os that hands out real (heap) memory with the requested
+// alignment, counts every call, checks that unmaps match maps, and fails on demand.
+// Like the kernel's, fresh mappings and released pages read as zero.
+// Depends on the platform interface only.
+#pragma once
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "achunk/platform/os.h"
+
+namespace achunk::testing {
+
+class FakeOs final : public Os {
+ public:
+  ~FakeOs() override {
+    for (auto& [addr, size] : live_) std::free(addr);
+  }
+
+  void* map_aligned(int64_t size, int64_t align, int* err) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++map_calls_;
+    if (fail_maps_ > 0) {
+      --fail_maps_;
+      *err = ENOMEM;
+      return nullptr;
+    }
+    void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(size));
+    if (p == nullptr) {
+      *err = ENOMEM;
+      return nullptr;
+    }
+    if (zero_fill_) std::memset(p, 0, static_cast<size_t>(size));
+    live_[p] = size;
+    mapped_bytes_ += size;
+    return p;
+  }
+
+  int unmap(void* addr, int64_t size) override {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++unmap_calls_;
+      auto it = live_.find(addr);
+      if (it == live_.end() || it->second != size) {
+        ++bad_unmaps_;
+        return EINVAL;
+      }
+      live_.erase(it);
+      mapped_bytes_ -= size;
+      hook = unmap_hook_;
+    }
+    std::free(addr);
+    if (hook) hook();
+    return 0;
+  }
+
+  // Whatever the test set, capped at the range (default: all of it).
+  int64_t resident_bytes(void*, int64_t size) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++resident_calls_;
+    return resident_per_range_ < 0 || resident_per_range_ > size ? size : resident_per_range_;
+  }
+  void set_resident_per_range(int64_t bytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    resident_per_range_ = bytes;
+  }
+  int64_t resident_calls() {
+    std::lock_guard<std::mutex> g(mu_);
+    return resident_calls_;
+  }
+
+  int release_pages(void* addr, int64_t size) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++release_calls_;
+    if (fail_releases_ > 0) {
+      --fail_releases_;
+      return EAGAIN;
+    }
+    if (zero_fill_) std::memset(addr, 0, static_cast<size_t>(size));  // MADV_DONTNEED's
+    released_bytes_ += size;
+    return 0;
+  }
+
+  OsMemoryInfo memory_info() override {
+    OsMemoryInfo info;
+    info.resident_size = 123 << 20;
+    info.virtual_memory_used = 456 << 20;
+    info.max_map_count = 65530;
+    info.thp_mode[0] = 'm';
+    info.thp_mode[1] = '\0';
+    return info;
+  }
+
+  // Off: maps and releases leave the bytes as they are, for tests that map many big
+  // chunks and never read memory they did not write (zeroing would dominate their run).
+  void set_zero_fill(bool on) {
+    std::lock_guard<std::mutex> g(mu_);
+    zero_fill_ = on;
+  }
+
+  // The next n maps fail with ENOMEM.
+  void fail_next_maps(int n) {
+    std::lock_guard<std::mutex> g(mu_);
+    fail_maps_ = n;
+  }
+  void fail_next_releases(int n) {
+    std::lock_guard<std::mutex> g(mu_);
+    fail_releases_ = n;
+  }
+  // Runs after every successful unmap, outside the fake's own lock.
+  void set_unmap_hook(std::function<void()> hook) {
+    std::lock_guard<std::mutex> g(mu_);
+    unmap_hook_ = std::move(hook);
+  }
+
+  int64_t map_calls() const { return locked(map_calls_); }
+  int64_t unmap_calls() const { return locked(unmap_calls_); }
+  int64_t release_calls() const { return locked(release_calls_); }
+  int64_t released_bytes() const { return locked(released_bytes_); }
+  int64_t bad_unmaps() const { return locked(bad_unmaps_); }
+  int64_t mapped_bytes() const { return locked(mapped_bytes_); }
+  int64_t live_mappings() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return static_cast<int64_t>(live_.size());
+  }
+
+ private:
+  int64_t locked(const int64_t& v) const {
+    std::lock_guard<std::mutex> g(mu_);
+    return v;
+  }
+
+  mutable std::mutex mu_;
+  std::map<void*, int64_t> live_;
+  std::function<void()> unmap_hook_;
+  int fail_maps_ = 0;
+  int fail_releases_ = 0;
+  bool zero_fill_ = true;
+  int64_t map_calls_ = 0;
+  int64_t unmap_calls_ = 0;
+  int64_t release_calls_ = 0;
+  int64_t released_bytes_ = 0;
+  int64_t resident_per_range_ = -1;
+  int64_t resident_calls_ = 0;
+  int64_t bad_unmaps_ = 0;
+  int64_t mapped_bytes_ = 0;
+};
+
+}  // namespace achunk::testing
