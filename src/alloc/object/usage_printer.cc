@@ -56,6 +56,72 @@ void measure(AChunkMgr& chunk_mgr, ObTenantCtxAllocator& ta, CtxUsage* u) {
   }
 }
 
+// Each line's fields, listed once for both forms. `width`: columns in the text form (0:
+// as long as needed), numbers grouped as the reference's "%'15ld".
+template <typename T>
+struct Field {
+  const char* name;
+  int64_t (*get)(const T&);
+  int width;
+};
+
+struct CtxRow {
+  const ObTenantMemory& tenant;
+  const ObTenantCtxAllocator& ta;
+  const CtxUsage& u;
+};
+
+constexpr Field<CtxRow> CTX_FIELDS[] = {
+    {"hold", [](const CtxRow& r) { return r.u.hold; }, NUM_WIDTH},
+    {"used", [](const CtxRow& r) { return r.u.used; }, NUM_WIDTH},
+    {"limit", [](const CtxRow& r) { return r.ta.limit(); }, NUM_WIDTH},
+    {"free", [](const CtxRow& r) { return r.u.free; }, NUM_WIDTH},
+    {"free_spans", [](const CtxRow& r) { return r.u.free_spans; }, NUM_WIDTH},
+    {"washed", [](const CtxRow& r) { return r.u.washed; }, NUM_WIDTH},
+    {"shards", [](const CtxRow& r) { return int64_t{r.u.shards}; }, 0},
+    {"resident", [](const CtxRow& r) { return r.u.resident; }, NUM_WIDTH},
+    {"tenant_hold", [](const CtxRow& r) { return r.tenant.hold(); }, NUM_WIDTH},
+};
+
+constexpr Field<SpanUsage> SPAN_FIELDS[] = {
+    {"slabs", [](const SpanUsage& s) { return s.slabs; }, NUM_WIDTH},
+    {"slab_slots", [](const SpanUsage& s) { return s.slab_slots; }, NUM_WIDTH},
+    {"slab_live", [](const SpanUsage& s) { return s.slab_live; }, NUM_WIDTH},
+    {"empty_slabs", [](const SpanUsage& s) { return s.empty_slabs; }, NUM_WIDTH},
+    {"slab_resident", [](const SpanUsage& s) { return s.slab_resident; }, NUM_WIDTH},
+    {"big", [](const SpanUsage& s) { return s.big; }, NUM_WIDTH},
+    {"big_resident", [](const SpanUsage& s) { return s.big_resident; }, NUM_WIDTH},
+    {"other", [](const SpanUsage& s) { return s.other; }, NUM_WIDTH},
+    {"free_resident", [](const SpanUsage& s) { return s.free_resident; }, NUM_WIDTH},
+    {"wash_at", [](const SpanUsage& s) { return s.wash_at; }, 9},
+    {"heap_trims", [](const SpanUsage& s) { return s.heap_trims; }, 8},
+    {"spares_reclaimed", [](const SpanUsage& s) { return s.spares_reclaimed; }, NUM_WIDTH},
+};
+
+constexpr Field<LabelUsage> LABEL_FIELDS[] = {
+    {"hold", [](const LabelUsage& l) { return l.hold; }, NUM_WIDTH},
+    {"used", [](const LabelUsage& l) { return l.used; }, NUM_WIDTH},
+    {"count", [](const LabelUsage& l) { return l.count; }, 8},
+    {"avg_used", [](const LabelUsage& l) { return l.count > 0 ? l.used / l.count : 0; }, NUM_WIDTH},
+    {"block_cnt", [](const LabelUsage& l) { return l.blocks; }, 8},
+};
+
+// " name=value" for each field.
+template <typename T, size_t N>
+void put_text(BufWriter& w, const Field<T> (&fields)[N], const T& v) {
+  for (const Field<T>& f : fields) w.ch(' ').str(f.name).ch('=').num(f.get(v), f.width, true);
+}
+
+// ",\"name\":value" for each field (`first`: no comma before the first).
+template <typename T, size_t N>
+void put_json(BufWriter& w, const Field<T> (&fields)[N], const T& v, bool first = false) {
+  for (const Field<T>& f : fields) {
+    if (!first) w.ch(',');
+    first = false;
+    w.quoted(f.name).ch(':').num(f.get(v));
+  }
+}
+
 // One scratch area for all printers (5 KiB is too much for a small thread's stack, and
 // thread_local storage of that size would burden every thread).
 SpinLock g_scratch_lock;
@@ -71,41 +137,14 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
     measure(chunk_mgr_, ta, &u);
     w.str("[MEMORY] tenant_id=").num(static_cast<int64_t>(tenant.tenant_id()), 5);
     w.str(" ctx_id=").str(ctx_name(ta.ctx_id()));
-    w.str(" hold=").num(u.hold, NUM_WIDTH, true).str(" used=").num(u.used, NUM_WIDTH, true);
-    w.str(" limit=").num(ta.limit(), NUM_WIDTH, true).str(" free=").num(u.free, NUM_WIDTH, true);
-    w.str(" free_spans=").num(u.free_spans, NUM_WIDTH, true);
-    w.str(" washed=").num(u.washed, NUM_WIDTH, true).str(" shards=").num(u.shards);
-    w.str(" resident=").num(u.resident, NUM_WIDTH, true);
-    w.str(" tenant_hold=").num(tenant.hold(), NUM_WIDTH, true).ch('\n');
-    const SpanUsage& s = u.spans;
-    w.str("[MEMORY] ctx_id=").str(ctx_name(ta.ctx_id()));
-    w.str(" slabs=")
-        .num(s.slabs, NUM_WIDTH, true)
-        .str(" slab_slots=")
-        .num(s.slab_slots, NUM_WIDTH, true);
-    w.str(" slab_live=").num(s.slab_live, NUM_WIDTH, true);
-    w.str(" empty_slabs=").num(s.empty_slabs, NUM_WIDTH, true);
-    w.str(" slab_resident=").num(s.slab_resident, NUM_WIDTH, true);
-    w.str(" big=")
-        .num(s.big, NUM_WIDTH, true)
-        .str(" big_resident=")
-        .num(s.big_resident, NUM_WIDTH, true);
-    w.str(" other=").num(s.other, NUM_WIDTH, true);
-    w.str(" free_resident=").num(s.free_resident, NUM_WIDTH, true);
-    w.str(" wash_at=").num(s.wash_at, 9, true);
-    w.str(" heap_trims=").num(s.heap_trims, 8, true);
-    w.str(" spares_reclaimed=").num(s.spares_reclaimed, NUM_WIDTH, true).ch('\n');
+    put_text(w, CTX_FIELDS, CtxRow{tenant, ta, u});
+    w.str("\n[MEMORY] ctx_id=").str(ctx_name(ta.ctx_id()));
+    put_text(w, SPAN_FIELDS, u.spans);
+    w.ch('\n');
     for (int i = 0; i < u.nlabels; ++i) {
-      const LabelUsage& l = u.labels[i];
-      w.str("[MEMORY] hold=")
-          .num(l.hold, NUM_WIDTH, true)
-          .str(" used=")
-          .num(l.used, NUM_WIDTH, true);
-      w.str(" count=")
-          .num(l.count, 8, true)
-          .str(" avg_used=")
-          .num(l.used / l.count, NUM_WIDTH, true);
-      w.str(" block_cnt=").num(l.blocks, 8, true).str(" mod=").str(label_name(l.label)).ch('\n');
+      w.str("[MEMORY]");
+      put_text(w, LABEL_FIELDS, u.labels[i]);
+      w.str(" mod=").str(label_name(u.labels[i].label)).ch('\n');
     }
   });
   return w.length();
@@ -122,26 +161,15 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
     w.str(first ? "{" : ",{");
     first = false;
     w.str("\"tenant_id\":").num(static_cast<int64_t>(tenant.tenant_id()));
-    w.str(",\"ctx_id\":").quoted(ctx_name(ta.ctx_id())).str(",\"hold\":").num(u.hold);
-    w.str(",\"used\":").num(u.used).str(",\"limit\":").num(ta.limit());
-    w.str(",\"free\":").num(u.free).str(",\"free_spans\":").num(u.free_spans);
-    w.str(",\"washed\":").num(u.washed).str(",\"resident\":").num(u.resident);
-    w.str(",\"shards\":").num(u.shards).str(",\"tenant_hold\":").num(tenant.hold());
-    const SpanUsage& s = u.spans;
-    w.str(",\"spans\":{\"slabs\":").num(s.slabs).str(",\"slab_slots\":").num(s.slab_slots);
-    w.str(",\"slab_live\":").num(s.slab_live).str(",\"empty_slabs\":").num(s.empty_slabs);
-    w.str(",\"slab_resident\":").num(s.slab_resident).str(",\"big\":").num(s.big);
-    w.str(",\"big_resident\":").num(s.big_resident).str(",\"other\":").num(s.other);
-    w.str(",\"free_resident\":").num(s.free_resident).str(",\"wash_at\":").num(s.wash_at);
-    w.str(",\"heap_trims\":").num(s.heap_trims);
-    w.str(",\"spares_reclaimed\":").num(s.spares_reclaimed);
-    w.ch('}');
-    w.str(",\"labels\":[");
+    w.str(",\"ctx_id\":").quoted(ctx_name(ta.ctx_id()));
+    put_json(w, CTX_FIELDS, CtxRow{tenant, ta, u});
+    w.str(",\"spans\":{");
+    put_json(w, SPAN_FIELDS, u.spans, true);
+    w.str("},\"labels\":[");
     for (int i = 0; i < u.nlabels; ++i) {
-      const LabelUsage& l = u.labels[i];
-      w.str(i == 0 ? "{" : ",{").str("\"mod\":").quoted(label_name(l.label));
-      w.str(",\"hold\":").num(l.hold).str(",\"used\":").num(l.used);
-      w.str(",\"count\":").num(l.count).str(",\"block_cnt\":").num(l.blocks).ch('}');
+      w.str(i == 0 ? "{" : ",{").str("\"mod\":").quoted(label_name(u.labels[i].label));
+      put_json(w, LABEL_FIELDS, u.labels[i]);
+      w.ch('}');
     }
     w.str("]}");
   });
