@@ -31,10 +31,25 @@ struct Globals {
   Options options;
   std::atomic<bool> context_use_pm{true};
 
-  // Pushes the option values to the objects that use them.
+  // Pushes every option value to the objects that use them (at start-up).
   void apply() {
     chunk_mgr.apply_options(options);
     context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
+  }
+  // A change of one option reaches its owner alone: a new TTL flushes no cache. The
+  // drop-in malloc's options are read where they are used.
+  void apply_one(OptionId id) {
+    switch (OPTION_TABLE[id].owner) {
+      case OptionOwner::CHUNK:
+      case OptionOwner::BLOCK:
+        chunk_mgr.apply_option(id, options);
+        break;
+      case OptionOwner::CONTEXT:
+        context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
+        break;
+      case OptionOwner::DROPIN:
+        break;
+    }
   }
 };
 
@@ -190,7 +205,7 @@ bool set_option(const char* name, const char* value, char* err, int64_t err_len)
   Globals& g = globals();
   std::lock_guard<SpinLock> guard(g.options_lock);
   g.options.values[id] = v;
-  g.apply();
+  g.apply_one(static_cast<OptionId>(id));
   return true;
 }
 

@@ -14,25 +14,29 @@ constexpr int64_t TB = GB * 1024;
 }  // namespace
 
 const OptionDef OPTION_TABLE[OPTION_COUNT] = {
-    {"memory_limit", OptionType::SIZE, 0, 0, 64 * TB,
+    // chunk layer (AChunkMgr)
+    {"memory_limit", OptionOwner::CHUNK, OptionType::SIZE, 0, 0, 64 * TB,
      "soft limit on bytes held by the chunk layer, cache included; 0 means no limit"},
-    {"memory_chunk_cache_size", OptionType::SIZE, 0, 0, 64 * TB,
+    {"memory_chunk_cache_size", OptionOwner::CHUNK, OptionType::SIZE, 0, 0, 64 * TB,
      "most bytes of free chunks kept cached; 0 means adaptive (up to memory_limit)"},
-    {"large_chunk_cache", OptionType::BOOL, 1, 0, 1,
+    {"large_chunk_cache", OptionOwner::CHUNK, OptionType::BOOL, 1, 0, 1,
      "also cache chunks of 4-20 MiB (at most half of the remaining cache budget)"},
-    {"chunk_cache_ttl_ms", OptionType::INT, 30000, -1, 86'400'000,
+    {"chunk_cache_ttl_ms", OptionOwner::CHUNK, OptionType::INT, 30000, -1, 86'400'000,
      "a cached chunk idle this long is unmapped by a later free_chunk; -1 disables"},
-    {"context_use_pm", OptionType::BOOL, 1, 0, 1,
-     "memory contexts asking for it take pages from their thread's page manager"},
-    {"stats_print", OptionType::BOOL, 0, 0, 1,
-     "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
-    {"release_interval_ms", OptionType::INT, 0, 0, 3'600'000,
-     "drop-in malloc: a thread releases expired cached chunks and idle free spans this "
-     "often; 0 = no thread"},
-    {"span_idle_ms", OptionType::INT, 1000, -1, 86'400'000,
+    // block layer (BlockSet, through its ChunkSource)
+    {"span_idle_ms", OptionOwner::BLOCK, OptionType::INT, 1000, -1, 86'400'000,
      "a free span inside a chunk idle this long gives its pages back at a later span free "
      "(or from the release thread), one of 128 KiB or more (adapting to reuse) at once; "
      "-1: only when an allocation fails"},
+    // context layer (MemoryContext)
+    {"context_use_pm", OptionOwner::CONTEXT, OptionType::BOOL, 1, 0, 1,
+     "memory contexts asking for it take pages from their thread's page manager"},
+    // drop-in malloc
+    {"stats_print", OptionOwner::DROPIN, OptionType::BOOL, 0, 0, 1,
+     "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
+    {"release_interval_ms", OptionOwner::DROPIN, OptionType::INT, 0, 0, 3'600'000,
+     "drop-in malloc: a thread releases expired cached chunks and idle free spans this "
+     "often; 0 = no thread"},
 };
 
 Options::Options() {

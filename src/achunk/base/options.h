@@ -1,7 +1,9 @@
-// Chunk layer: the one table of achunk's options (name, type, default, range, help) and
-// its pure parser. Values come from ACHUNK_CONF ("key:value,key:value", sizes accept
-// K/M/G/T), from the API and, at run time, from the dump tool. A bad entry produces one
-// warning and keeps the default. Never allocates. Depends on nothing else inside achunk.
+// Base layer: the one table of achunk's options (name, owning layer, type, default,
+// range, help) and its pure parser. Each option belongs to one layer, which applies it;
+// the wiring on top routes a change to that layer alone. Values come from ACHUNK_CONF
+// ("key:value,key:value", sizes accept K/M/G/T), from the API and, at run time, from the dump tool.
+// A bad entry produces one warning and keeps the default. Never allocates. Depends on nothing else
+// inside achunk.
 #pragma once
 
 #include <cstddef>
@@ -11,20 +13,30 @@ namespace achunk {
 
 enum class OptionType : int { SIZE, BOOL, INT };
 
+// The layer an option belongs to: the one that applies it (AChunkMgr::apply_option for
+// the chunk layer's; the wiring keeps the values the upper layers read).
+enum class OptionOwner : int { CHUNK, BLOCK, CONTEXT, DROPIN };
+
+// Grouped by owning layer, bottom to top, in the table's order.
 enum OptionId : int {
+  // chunk
   OPT_MEMORY_LIMIT,
   OPT_MEMORY_CHUNK_CACHE_SIZE,
   OPT_LARGE_CHUNK_CACHE,
   OPT_CHUNK_CACHE_TTL_MS,
+  // block
+  OPT_SPAN_IDLE_MS,
+  // context
   OPT_CONTEXT_USE_PM,
+  // drop-in malloc
   OPT_STATS_PRINT,
   OPT_RELEASE_INTERVAL_MS,
-  OPT_SPAN_IDLE_MS,
   OPTION_COUNT,
 };
 
 struct OptionDef {
   const char* name;
+  OptionOwner owner;
   OptionType type;
   int64_t def;
   int64_t min;

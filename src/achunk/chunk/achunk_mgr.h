@@ -65,7 +65,9 @@ class AChunkMgr {
   // How long a free span inside a chunk keeps its pages (the block layer reads it
   // through its ChunkSource); -1: until an allocation fails.
   void set_span_idle_ms(int64_t ms);
+  // Applies every option the chunk layer owns (at start-up), or one of them (a change).
   void apply_options(const Options& opts);
+  void apply_option(OptionId id, const Options& opts);
 
   int64_t get_limit() const { return limit_.load(std::memory_order_relaxed); }
   int64_t get_hold() const { return hold_.load(std::memory_order_relaxed); }

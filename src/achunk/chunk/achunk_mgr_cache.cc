@@ -57,6 +57,26 @@ void AChunkMgr::apply_options(const Options& opts) {
   set_memory_limit(opts[OPT_MEMORY_LIMIT]);
 }
 
+void AChunkMgr::apply_option(OptionId id, const Options& opts) {
+  switch (id) {
+    case OPT_MEMORY_LIMIT:
+      set_memory_limit(opts[OPT_MEMORY_LIMIT]);
+      break;
+    case OPT_MEMORY_CHUNK_CACHE_SIZE:
+    case OPT_LARGE_CHUNK_CACHE:
+      set_max_chunk_cache_size(opts[OPT_MEMORY_CHUNK_CACHE_SIZE], opts[OPT_LARGE_CHUNK_CACHE] != 0);
+      break;
+    case OPT_CHUNK_CACHE_TTL_MS:
+      set_chunk_cache_ttl_ms(opts[OPT_CHUNK_CACHE_TTL_MS]);
+      break;
+    case OPT_SPAN_IDLE_MS:  // the block layer's, kept here for its ChunkSource to read
+      set_span_idle_ms(opts[OPT_SPAN_IDLE_MS]);
+      break;
+    default:
+      break;
+  }
+}
+
 void AChunkMgr::maybe_evict_one(int64_t now_us) {
   const int64_t ttl = ttl_us_.load(std::memory_order_relaxed);
   // The common case: nothing can have expired yet; one load, no lock, no write.

@@ -270,5 +270,21 @@ TEST(AChunkMgrDeathTest, DefaultHandlerAbortsWithAMessage) {
       "achunk: double free of 0x[0-9a-f]+: chunk is already free");
 }
 
+// A change of one option applies that option alone: re-applying them all would also
+// reset a cap the host set through the API, and flush the cache against it.
+TEST_F(AChunkMgrTest, ApplyOptionChangesThatOptionAlone) {
+  Options opts;
+  mgr_.apply_options(opts);
+  mgr_.set_max_chunk_cache_size(4 * MB, true);
+  opts.values[OPT_CHUNK_CACHE_TTL_MS] = 5000;
+  mgr_.apply_option(OPT_CHUNK_CACHE_TTL_MS, opts);
+  EXPECT_EQ(mgr_.get_chunk_cache_ttl_ms(), 5000);
+  EXPECT_EQ(mgr_.get_max_chunk_cache_size(), 4 * MB);
+  opts.values[OPT_MEMORY_CHUNK_CACHE_SIZE] = 2 * MB;
+  mgr_.apply_option(OPT_MEMORY_CHUNK_CACHE_SIZE, opts);
+  EXPECT_EQ(mgr_.get_max_chunk_cache_size(), 2 * MB);
+  EXPECT_EQ(mgr_.get_chunk_cache_ttl_ms(), 5000);
+}
+
 }  // namespace
 }  // namespace achunk::testing
