@@ -34,6 +34,7 @@ struct Globals {
   // Pushes every option value to the objects that use them (at start-up).
   void apply() {
     chunk_mgr.apply_options(options);
+    malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
     context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
   }
   // A change of one option reaches its owner alone: a new TTL flushes no cache. The
@@ -41,8 +42,10 @@ struct Globals {
   void apply_one(OptionId id) {
     switch (OPTION_TABLE[id].owner) {
       case OptionOwner::CHUNK:
-      case OptionOwner::BLOCK:
         chunk_mgr.apply_option(id, options);
+        break;
+      case OptionOwner::BLOCK:
+        malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
         break;
       case OptionOwner::CONTEXT:
         context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
@@ -128,7 +131,7 @@ void* release_loop(void*) {
       global_chunk_mgr().release_expired();
       // Free spans inside chunks that still hold live objects are resident too; a silent
       // process frees no span that would wash them, so the thread does.
-      const int64_t span_idle_us = global_chunk_mgr().span_idle_us();
+      const int64_t span_idle_us = global_malloc_allocator().span_idle_us();
       if (span_idle_us >= 0) global_malloc_allocator().wash_stale_spans(span_idle_us);
     }
   }

@@ -42,15 +42,15 @@ TEST(GlobalApiTest, SetAndGetOptions) {
   ASSERT_TRUE(get_option("chunk_cache_ttl_ms", &v));
   EXPECT_EQ(v, 30000);  // the bad value changed nothing
   EXPECT_FALSE(get_option("no_such_option", &v));
-  // The span idle time reaches the chunk manager (the block layer reads it there) and
-  // its dump; below -1 is refused and changes nothing.
+  // The span idle time reaches the tenant directory, whose ctxs' block layers read it;
+  // below -1 is refused and changes nothing.
   EXPECT_TRUE(set_option("span_idle_ms", "250", err, sizeof(err))) << err;
-  EXPECT_EQ(global_chunk_mgr().span_idle_us(), 250'000);
-  char dump[4096];
-  global_chunk_mgr().print(dump, sizeof(dump));
-  EXPECT_NE(std::string(dump).find("span_idle_ms=            250"), std::string::npos) << dump;
+  EXPECT_EQ(global_malloc_allocator().span_idle_us(), 250'000);
+  EXPECT_EQ(
+      global_malloc_allocator().get_tenant_ctx_allocator(OB_SERVER_TENANT_ID, 0)->span_idle_us(),
+      250'000);
   EXPECT_FALSE(set_option("span_idle_ms", "-2", err, sizeof(err)));
-  EXPECT_EQ(global_chunk_mgr().span_idle_us(), 250'000);
+  EXPECT_EQ(global_malloc_allocator().span_idle_us(), 250'000);
   EXPECT_TRUE(set_option("span_idle_ms", "1000", err, sizeof(err))) << err;
 }
 

@@ -27,7 +27,6 @@ class AChunkMgr {
   static constexpr int SLOT_COUNT = HUGE_SLOT + 1;
   static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
   static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
-  static constexpr int64_t SPAN_IDLE_US = 1'000'000;  // span_idle_ms's default
 
   AChunkMgr(Os& os, const Clock& clock);
   // Unmaps every cached chunk. Chunks still handed out are the caller's leak.
@@ -62,9 +61,6 @@ class AChunkMgr {
   void set_max_chunk_cache_size(int64_t bytes, bool use_large_chunk_cache);
   // -1 disables idle eviction.
   void set_chunk_cache_ttl_ms(int64_t ms);
-  // How long a free span inside a chunk keeps its pages (the block layer reads it
-  // through its ChunkSource); -1: until an allocation fails.
-  void set_span_idle_ms(int64_t ms);
   // Applies every option the chunk layer owns (at start-up), or one of them (a change).
   void apply_options(const Options& opts);
   void apply_option(OptionId id, const Options& opts);
@@ -86,7 +82,6 @@ class AChunkMgr {
   // The injected clock's time and the span idle time in microseconds (negative: never),
   // for the block layer, which ages its free spans as this layer ages cached chunks.
   int64_t now_us() const { return clock_.now_us(); }
-  int64_t span_idle_us() const { return span_idle_us_.load(std::memory_order_relaxed); }
   // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes).
   int64_t cached_count(int idx) const { return slots_[idx].free_list_.count(); }
 
@@ -145,7 +140,6 @@ class AChunkMgr {
   std::atomic<int64_t> memory_chunk_cache_size_{0};  // as configured; 0 = adaptive
   std::atomic<bool> use_large_chunk_cache_{true};
   std::atomic<int64_t> ttl_us_{CACHE_EXPIRE_US};
-  std::atomic<int64_t> span_idle_us_{SPAN_IDLE_US};
 
   alignas(64) std::atomic<int64_t> hold_{0};
   std::atomic<int64_t> total_hold_{0};

@@ -39,10 +39,6 @@ void AChunkMgr::set_chunk_cache_ttl_ms(int64_t ms) {
   ttl_us_.store(ms < 0 ? -1 : ms * 1000, std::memory_order_relaxed);
 }
 
-void AChunkMgr::set_span_idle_ms(int64_t ms) {
-  span_idle_us_.store(ms < 0 ? -1 : ms * 1000, std::memory_order_relaxed);
-}
-
 int64_t AChunkMgr::get_chunk_cache_ttl_ms() const {
   const int64_t ttl = ttl_us_.load(std::memory_order_relaxed);
   return ttl < 0 ? -1 : ttl / 1000;
@@ -50,7 +46,6 @@ int64_t AChunkMgr::get_chunk_cache_ttl_ms() const {
 
 void AChunkMgr::apply_options(const Options& opts) {
   set_chunk_cache_ttl_ms(opts[OPT_CHUNK_CACHE_TTL_MS]);
-  set_span_idle_ms(opts[OPT_SPAN_IDLE_MS]);
   memory_chunk_cache_size_.store(opts[OPT_MEMORY_CHUNK_CACHE_SIZE], std::memory_order_relaxed);
   use_large_chunk_cache_.store(opts[OPT_LARGE_CHUNK_CACHE] != 0, std::memory_order_relaxed);
   // Applies the cache settings just stored against the new limit.
@@ -68,9 +63,6 @@ void AChunkMgr::apply_option(OptionId id, const Options& opts) {
       break;
     case OPT_CHUNK_CACHE_TTL_MS:
       set_chunk_cache_ttl_ms(opts[OPT_CHUNK_CACHE_TTL_MS]);
-      break;
-    case OPT_SPAN_IDLE_MS:  // the block layer's, kept here for its ChunkSource to read
-      set_span_idle_ms(opts[OPT_SPAN_IDLE_MS]);
       break;
     default:
       break;

@@ -14,8 +14,6 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
   s.expired_unmaps = get_expired_unmaps();
   s.max_chunk_cache_size = get_max_chunk_cache_size();
   s.chunk_cache_ttl_ms = get_chunk_cache_ttl_ms();
-  const int64_t span_idle = span_idle_us();
-  s.span_idle_ms = span_idle < 0 ? -1 : span_idle / 1000;
   for (int idx = 0; idx < SLOT_COUNT; ++idx) {
     const Slot& slot = slots_[idx];
     const int64_t maps = slot.maps_.load(std::memory_order_relaxed);

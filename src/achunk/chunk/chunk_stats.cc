@@ -32,7 +32,6 @@ constexpr Field MGR_FIELDS[] = {
     {"cache_misses", &ChunkMgrStats::cache_misses},
     {"max_chunk_cache_size", &ChunkMgrStats::max_chunk_cache_size},
     {"chunk_cache_ttl_ms", &ChunkMgrStats::chunk_cache_ttl_ms},
-    {"span_idle_ms", &ChunkMgrStats::span_idle_ms},
     {"cache_resident", &ChunkMgrStats::cache_resident},
 };
 

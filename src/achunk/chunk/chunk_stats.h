@@ -43,7 +43,6 @@ struct ChunkMgrStats {
   int64_t cache_misses = 0;
   int64_t max_chunk_cache_size = 0;
   int64_t chunk_cache_ttl_ms = 0;
-  int64_t span_idle_ms = 0;
   int64_t cache_resident = 0;  // bytes of cached chunks in RAM; -1: unknown
   int64_t max_map_count = 0;
   char thp_mode[16] = "unknown";

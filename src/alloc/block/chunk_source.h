@@ -16,25 +16,36 @@ class ChunkSource {
   virtual void free_chunk(AChunk* chunk) = 0;
   // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
-  // The chunk layer's clock and span idle time (span_idle_ms; negative: never): a
-  // BlockSet gives the pages of spans that stayed free that long back on its own frees,
-  // as the chunk layer unmaps chunks that idled in its cache on free_chunk.
+  // The chunk layer's clock, and the span idle time (span_idle_ms, the block layer's
+  // option; negative: never): a BlockSet gives the pages of spans that stayed free that
+  // long back on its own frees, as the chunk layer unmaps chunks that idled in its cache
+  // on free_chunk.
   virtual int64_t now_us() = 0;
   virtual int64_t span_idle_us() = 0;
 };
 
 // Straight to an AChunkMgr, no limits of its own.
+// span_idle_ms's default, in microseconds.
+inline constexpr int64_t SPAN_IDLE_US = 1'000'000;
+
+// Microseconds from span_idle_ms (negative: never).
+inline int64_t span_idle_ms_to_us(int64_t ms) {
+  return ms < 0 ? -1 : ms * 1000;
+}
+
 class DirectChunkSource final : public ChunkSource {
  public:
   explicit DirectChunkSource(AChunkMgr& mgr) : mgr_(mgr) {}
+  void set_span_idle_ms(int64_t ms) { span_idle_us_ = span_idle_ms_to_us(ms); }
   AChunk* alloc_chunk(int64_t size) override { return mgr_.alloc_chunk(size); }
   void free_chunk(AChunk* chunk) override { mgr_.free_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
   int64_t now_us() override { return mgr_.now_us(); }
-  int64_t span_idle_us() override { return mgr_.span_idle_us(); }
+  int64_t span_idle_us() override { return span_idle_us_; }
 
  private:
   AChunkMgr& mgr_;
+  int64_t span_idle_us_ = SPAN_IDLE_US;  // tests set it before any thread starts
 };
 
 }  // namespace achunk

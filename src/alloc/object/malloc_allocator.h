@@ -67,6 +67,11 @@ class ObMallocAllocator {
   // ObjectSet::wash_stale_spans(min_free_us) for every ctx; the bytes washed.
   int64_t wash_stale_spans(int64_t min_free_us);
   AChunkMgr& chunk_mgr() { return chunk_mgr_; }
+  // span_idle_ms for every ctx's block layer (see ChunkSource::span_idle_us).
+  void set_span_idle_ms(int64_t ms) {
+    span_idle_us_.store(span_idle_ms_to_us(ms), std::memory_order_relaxed);
+  }
+  int64_t span_idle_us() const { return span_idle_us_.load(std::memory_order_relaxed); }
   // fork(): the directory's, every object set's and the chunk manager's locks.
   void fork_lock();
   void fork_unlock();
@@ -99,6 +104,7 @@ class ObMallocAllocator {
   AChunkMgr& chunk_mgr_;
   const uint32_t id_;  // unique per instance: front entries of a destroyed one never match
   SpinLock lock_;      // creation of tenants and ctx allocators
+  std::atomic<int64_t> span_idle_us_{SPAN_IDLE_US};
   Tenant tenants_[MAX_TENANTS];
   alignas(ObTenantMemory) unsigned char tenant_storage_[MAX_TENANTS][sizeof(ObTenantMemory)];
   alignas(ObTenantCtxAllocator) unsigned char ctx_storage_[MAX_TENANTS][MAX_CTX_ID]

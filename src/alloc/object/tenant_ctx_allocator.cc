@@ -17,8 +17,13 @@ bool ObTenantMemory::try_charge(int64_t bytes) {
   return achunk::try_charge(hold_, bytes, limit());
 }
 
-ObTenantCtxAllocator::ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory& tenant, int ctx_id)
-    : chunk_mgr_(chunk_mgr), tenant_(tenant), ctx_id_(ctx_id), object_set_(*this) {}
+ObTenantCtxAllocator::ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory& tenant, int ctx_id,
+                                           const std::atomic<int64_t>& span_idle_us)
+    : chunk_mgr_(chunk_mgr),
+      tenant_(tenant),
+      ctx_id_(ctx_id),
+      span_idle_us_(span_idle_us),
+      object_set_(*this) {}
 
 AChunk* ObTenantCtxAllocator::alloc_chunk(int64_t size) {
   if (size <= 0 || size > ACHUNK_MAX_ALLOC_SIZE) {

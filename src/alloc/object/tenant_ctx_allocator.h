@@ -16,7 +16,9 @@ class ObTenantMemory;
 
 class ObTenantCtxAllocator final : public ChunkSource {
  public:
-  ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory& tenant, int ctx_id);
+  // `span_idle_us`: the directory's span_idle_ms, read at each use.
+  ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory& tenant, int ctx_id,
+                       const std::atomic<int64_t>& span_idle_us);
 
   AChunk* alloc_chunk(int64_t size) override;
   void free_chunk(AChunk* chunk) override;
@@ -24,7 +26,7 @@ class ObTenantCtxAllocator final : public ChunkSource {
     return chunk_mgr_.release_pages(addr, size);
   }
   int64_t now_us() override { return chunk_mgr_.now_us(); }
-  int64_t span_idle_us() override { return chunk_mgr_.span_idle_us(); }
+  int64_t span_idle_us() override { return span_idle_us_.load(std::memory_order_relaxed); }
 
   ObjectSet& object_set() { return object_set_; }
   int ctx_id() const { return ctx_id_; }
@@ -37,6 +39,7 @@ class ObTenantCtxAllocator final : public ChunkSource {
   AChunkMgr& chunk_mgr_;
   ObTenantMemory& tenant_;
   const int ctx_id_;
+  const std::atomic<int64_t>& span_idle_us_;
   std::atomic<int64_t> hold_{0};
   std::atomic<int64_t> limit_{INT64_MAX};
   ObjectSet object_set_;  // last: its chunks come through this object

@@ -183,7 +183,7 @@ namespace {
 // calloc skips its memset on spans whose pages nobody touched since they were mapped or
 // washed, so the flag must never claim a span that held data.
 TEST_F(BlockSetTest, ASpanIsZeroedOnlyWhenFreshOrWashedSinceItsLastUse) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   BlockSet set(source_);
   bool zeroed = false;
   ABlock* a = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);

@@ -204,7 +204,7 @@ TEST_F(ObMallocTest, UsagePrintSplitsTheCtxSpansByKind) {
 }
 
 TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
-  mgr_.set_span_idle_ms(-1);  // only the explicit wash below
+  alloc_->set_span_idle_ms(-1);  // only the explicit wash below
   const ObMemAttr attr(TENANT, "t_print_wash");
   void* keep = alloc_->alloc(100, attr);  // keeps the chunk held
   void* big = alloc_->alloc(200 * 1024, attr);

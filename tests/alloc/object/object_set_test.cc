@@ -327,7 +327,7 @@ static std::vector<ABlock*> take_spans(ObjectSet& set, std::initializer_list<int
 }
 
 TEST_F(ObjectSetTest, BigObjectsFromUntouchedPagesAreBornZero) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   const uint16_t label = label_id("t_zero");
   void* small = set.alloc(100, label);
@@ -345,7 +345,7 @@ TEST_F(ObjectSetTest, BigObjectsFromUntouchedPagesAreBornZero) {
 }
 
 TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   mgr_.set_chunk_cache_ttl_ms(-1);  // the chunk cache's eviction does not matter here
   ObjectSet set(source_);
   // a, spacer1, b, spacer2, c, spacer3, the rest of the chunk but a 2-block tail: no
@@ -375,7 +375,7 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   clock_.advance_ms(31'000);
   ObjectSet::free_span(spacer2);  // everything merges into one fresh span of 14 blocks
   EXPECT_EQ(os_.released_bytes(), first);
-  mgr_.set_span_idle_ms(-1);  // off: spans are never washed on frees
+  source_.set_span_idle_ms(-1);  // off: spans are never washed on frees
   clock_.advance_ms(100'000);
   ObjectSet::free_span(set.alloc_span(ABLOCK_SIZE));
   EXPECT_EQ(os_.released_bytes(), first);
@@ -383,7 +383,7 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
 }
 
 TEST_F(ObjectSetTest, AFreeSpanOf128KiBIsWashedAsSoonAsItFormsDirtyPartOnly) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   // k0 x y z k1 w v k2 rest: the whole chunk.
   const std::vector<ABlock*> s = take_spans(set, {1, 15, 1, 3, 1, 2, 1, 1, BLOCKS_PER_CHUNK - 25});
@@ -405,14 +405,14 @@ TEST_F(ObjectSetTest, AFreeSpanOf128KiBIsWashedAsSoonAsItFormsDirtyPartOnly) {
   EXPECT_EQ(set.free_span_bytes(&washed), 23 * ABLOCK_SIZE);
   EXPECT_EQ(washed, 23 * ABLOCK_SIZE);
   // Off (-1): nothing is washed on a free, however big.
-  mgr_.set_span_idle_ms(-1);
+  source_.set_span_idle_ms(-1);
   ObjectSet::free_span(set.alloc_span(200 * ABLOCK_SIZE));
   EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
   for (int i : {0, 7, 8}) ObjectSet::free_span(s[i]);
 }
 
 TEST_F(ObjectSetTest, ASpanWashedAsItFormedAndTakenBackSoonRaisesTheWashLength) {
-  mgr_.set_span_idle_ms(1'000);
+  source_.set_span_idle_ms(1'000);
   ObjectSet set(source_);
   // k0 x k1 z k2 rest: the whole chunk.
   const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, BLOCKS_PER_CHUNK - 51});
@@ -435,7 +435,7 @@ TEST_F(ObjectSetTest, ASpanWashedAsItFormedAndTakenBackSoonRaisesTheWashLength) 
 }
 
 TEST_F(ObjectSetTest, ASpanOfTheStartingLengthLeftDirtyForAnIdleTimeLowersTheWashLength) {
-  mgr_.set_span_idle_ms(1'000);
+  source_.set_span_idle_ms(1'000);
   ObjectSet set(source_);
   // k0 x k1 z k2 w k3 rest: the whole chunk.
   const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, 16, 1, BLOCKS_PER_CHUNK - 68});
@@ -469,7 +469,7 @@ TEST_F(ObjectSetTest, ASpanOfTheStartingLengthLeftDirtyForAnIdleTimeLowersTheWas
 }
 
 TEST_F(ObjectSetTest, TheWashLengthRisesPastTheLongestSpanYetAStreakOfFreesStillWashes) {
-  mgr_.set_span_idle_ms(1'000);
+  source_.set_span_idle_ms(1'000);
   ObjectSet set(source_);
   // k0 a k1 b k2 c k3 d k4 rest: the whole chunk.
   const std::vector<ABlock*> s =
@@ -501,7 +501,7 @@ TEST_F(ObjectSetTest, TheWashLengthRisesPastTheLongestSpanYetAStreakOfFreesStill
 }
 
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {
-  mgr_.set_span_idle_ms(-1);  // only the explicit calls below wash
+  source_.set_span_idle_ms(-1);  // only the explicit calls below wash
   ObjectSet set(source_);
   void* keep = set.alloc(100000, 0);  // a big object: a span of its own, the rest free
   void* old_one = set.alloc(100000, 0);

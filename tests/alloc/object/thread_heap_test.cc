@@ -152,7 +152,7 @@ TEST_F(ThreadHeapTest, AThreadThatFillsAndEmptiesSlabsInASteadyStateNeverTrims) 
 }
 
 TEST_F(ThreadHeapTest, CurrentSlabsEmptiedInARunAreGivenBackWashed) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   // One object per class, each slab followed by a live big object, so a slab given back
   // stays a 16 KiB free span of its own: too short for any wash as spans form.
@@ -186,7 +186,7 @@ TEST_F(ThreadHeapTest, CurrentSlabsEmptiedInARunAreGivenBackWashed) {
 // A trim is the last a thread does before it waits, often the last call the process
 // makes before going quiet: it also washes what other frees left dirty in the set.
 TEST_F(ThreadHeapTest, ATrimAlsoWashesTheSetsDirtyFreeSpans) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   std::vector<void*> objs = one_per_class(set, ThreadHeap::TRIM_RUN);
   // A big object's 13 blocks between two live ones, away from the slabs: too short to
@@ -211,7 +211,7 @@ TEST_F(ThreadHeapTest, ATrimAlsoWashesTheSetsDirtyFreeSpans) {
 }
 
 TEST_F(ThreadHeapTest, ATrimFollowedByARefillWithinTheSpanIdleTimeDoublesTheRun) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   auto cycle = [&](int n) {
     std::vector<void*> objs = one_per_class(set, n);
@@ -233,7 +233,7 @@ TEST_F(ThreadHeapTest, ATrimFollowedByARefillWithinTheSpanIdleTimeDoublesTheRun)
 }
 
 TEST_F(ThreadHeapTest, NoTrimWhenSpanWashingIsOff) {
-  mgr_.set_span_idle_ms(-1);
+  source_.set_span_idle_ms(-1);
   ObjectSet set(source_);
   std::vector<void*> objs = one_per_class(set, 2 * ThreadHeap::TRIM_RUN);
   const int64_t with_slabs = set.span_used();
@@ -245,7 +245,7 @@ TEST_F(ThreadHeapTest, NoTrimWhenSpanWashingIsOff) {
 // An idle thread makes no call, so it cannot give back the slabs its last frees emptied;
 // another heap's trim takes them once a look finds the heap idle since the one before.
 TEST_F(ThreadHeapTest, ATrimGivesBackTheSparesOfHeapsIdleSinceTheLastLook) {
-  mgr_.set_span_idle_ms(30'000);
+  source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   IdleThread idle;
   // Two objects, each alone on its class's current slab, freed: their slabs are parked
