@@ -1,7 +1,7 @@
-// The one place where achunk's process-wide objects are wired: the real OS, the real
-// clock, the global AChunkMgr, the tenant directory behind ob_malloc and the current
-// option values, configured from ACHUNK_CONF on first use and never destroyed (so frees
-// after exit() still work). Depends on every layer below it.
+// Wiring, the top: the one place where achunk's process-wide objects are wired: the real OS, the
+// real clock, the global AChunkMgr, the tenant directory behind ob_malloc and the current option
+// values, configured from ACHUNK_CONF on first use and never destroyed (so frees after exit() still
+// work). Depends on every layer below it.
 #pragma once
 
 #include <atomic>

@@ -2,7 +2,7 @@
 // glibc's malloc family, the __libc_* aliases and every C++ operator new/delete on top of
 // the achunk_* functions, so `LD_PRELOAD=libachunk_malloc.so` or
 // `mysqld_safe --malloc-lib=/usr/lib/x86_64-linux-gnu/libachunk_malloc.so` routes a
-// whole process through achunk. Depends on achunk.h and src/global/ (fork handlers).
+// whole process through achunk. Depends on achunk.h and global.h (fork handlers).
 #include <errno.h>
 #include <unistd.h>
 

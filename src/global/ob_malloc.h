@@ -1,7 +1,7 @@
-// Object layer API: ob_malloc and friends over the process-wide tenant directory.
+// Wiring: ob_malloc and friends over the process-wide tenant directory.
 // Every call charges (tenant, ctx, label) from the ObMemAttr; failures return nullptr
 // with the reason in last_alloc_failure() (see ob_last_failure_message). Depends on
-// malloc_allocator.h; the process-wide instance is wired in src/global/.
+// malloc_allocator.h and the process-wide instance built in global.cc.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Chunk layer: why the last allocation on this thread failed, kept per thread so the
+// Base layer: why the last allocation on this thread failed, kept per thread so the
 // caller that got nullptr can read the reason (which limit, or which errno) afterwards.
 // Depends on nothing else inside achunk.
 #pragma once

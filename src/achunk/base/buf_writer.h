@@ -1,4 +1,4 @@
-// Chunk layer utility: formatting into a caller's buffer without allocating, for code
+// Base layer: formatting into a caller's buffer without allocating, for code
 // that malloc reaches (dumps, error reports). Keeps counting past the end so callers
 // learn the size they needed, as with snprintf. Depends on nothing.
 #pragma once

@@ -1,4 +1,4 @@
-// Chunk layer: reporting of caller errors the allocator detects (a free of something it
+// Base layer: reporting of caller errors the allocator detects (a free of something it
 // never handed out, a double free, an overwritten canary). By default the report goes to stderr and
 // the process aborts, as glibc does; tests install a handler that records it instead. Depends on
 // nothing else inside achunk.

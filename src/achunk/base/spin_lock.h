@@ -1,4 +1,4 @@
-// Chunk layer utility: a small test-and-test-and-set lock for short critical sections
+// Base layer: a small test-and-test-and-set lock for short critical sections
 // (a few list operations). It never allocates, so the allocator itself can use it.
 // Depends on nothing inside achunk.
 #pragma once

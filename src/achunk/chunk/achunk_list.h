@@ -1,7 +1,7 @@
 // Chunk layer: AChunkList, one cache slot's intrusive list of free chunks with its own
 // lock, cap and counters. Reuse pops the newest chunk (LIFO) so a steady working set
 // keeps recycling the same chunks, and idle eviction pops the oldest, so the surplus
-// ages out. Depends on achunk.h and spin_lock.h.
+// ages out. Depends on achunk_header.h and the base layer.
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,7 @@
 // Block layer: the 8 KiB block and its header. A chunk's 16 KiB header region holds the
 // AChunk, the block-layer chunk meta (owner, span count, span-start bits) and one 64 B
 // ABlock per block, so a pointer finds its chunk by masking and its block by index.
-// Depends on the chunk layer (achunk.h).
+// Depends on the chunk layer (achunk_header.h).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Object layer: ObjectMgr, the reference's sharding of an allocator's block layer. An
+// Block layer: ObjectMgr, the reference's sharding of an allocator's block layer. An
 // ObjectSet's per-thread heaps already keep small objects apart; what threads still
 // share is the BlockSet behind them (slab refills, big objects, lent spans, heaps), so
 // that is split into up to MAX_SHARDS SubObjectMgrs {lock, BlockSet}. A thread keeps the
@@ -6,7 +6,7 @@
 // opened only when every open one is busy at once, so a set without contention works in
 // one shard and holds no extra partly used chunks. A span is freed under the lock of the
 // shard that owns its chunk (the chunk meta's context). Never allocates.
-// Depends on block_set.h and the chunk layer's spin_lock.h.
+// Depends on block_set.h and the base layer's spin_lock.h.
 #pragma once
 
 #include <atomic>

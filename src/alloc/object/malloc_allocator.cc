@@ -139,7 +139,8 @@ ObTenantCtxAllocator* ObMallocAllocator::get_tenant_ctx_allocator(uint64_t tenan
   std::lock_guard<SpinLock> guard(lock_);
   if (ObTenantCtxAllocator* ta = t->ctx[ctx_id].load(std::memory_order_relaxed)) return ta;
   const int ti = static_cast<int>(t - tenants_);
-  auto* ta = new (ctx_storage_[ti][ctx_id]) ObTenantCtxAllocator(chunk_mgr_, *t->memory, ctx_id, span_idle_us_);
+  auto* ta = new (ctx_storage_[ti][ctx_id])
+      ObTenantCtxAllocator(chunk_mgr_, *t->memory, ctx_id, span_idle_us_);
   t->ctx[ctx_id].store(ta, std::memory_order_release);
   return ta;
 }

@@ -1,6 +1,6 @@
 // Object layer: the checks every free makes on an object header, shared by ob_free and
 // the memory contexts' allocators, and the report that names the object's size and
-// label. Never allocates. Depends on aobject.h and the chunk layer's error reporting.
+// label. Never allocates. Depends on aobject.h and the base layer's error reporting.
 #pragma once
 
 #include <cstdint>
