@@ -93,12 +93,10 @@ class BlockSet {
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
   // A free span of wash_at_blocks_ or more is washed when it forms (unless span_idle_ms
   // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles each time
-  // such a span is taken again within span_idle_ms (the wash only cost faults), as glibc
-  // raises its trim threshold when big blocks come and go, up to a length no span inside
-  // a chunk reaches: a busy shard stops washing as spans form (under sysbench that wash
-  // cost a madvise and five page faults per oltp_read_write transaction). Unlike glibc's
-  // it comes down again: halved when an idle-time wash finds a span of the starting
-  // length or more that sat dirty for a whole span_idle_ms.
+  // such a span is taken again within span_idle_ms (the wash only cost faults), up to a
+  // length no span inside a chunk reaches, so a busy shard stops washing as spans form.
+  // It halves when an idle-time wash finds a span of 128 KiB or more that sat dirty for
+  // a whole span_idle_ms.
   static constexpr int WASH_AT_FREE_BLOCKS = 16;
   static constexpr int WASH_AT_FREE_MAX_BLOCKS = 256;
   // Whatever the length, the WASH_STREAK-th span free in a row with no allocation
