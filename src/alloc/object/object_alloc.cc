@@ -45,12 +45,14 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
     free_span(block);
     return;
   }
-  // Another thread's slab (or an abandoned one): a lock-free push its owner collects.
+  // Another thread's slab (or a disowned one): a lock-free push its owner collects.
+  // Acquire too: replacing REMOTE_NOTIFY hands the slab, as its disowner left it, on.
   void* head = slab->remote_free_.load(std::memory_order_relaxed);
   do {
-    *static_cast<void**>(ptr) = head;
-  } while (!slab->remote_free_.compare_exchange_weak(head, ptr, std::memory_order_release,
+    *static_cast<void**>(ptr) = head == Slab::REMOTE_NOTIFY ? nullptr : head;
+  } while (!slab->remote_free_.compare_exchange_weak(head, ptr, std::memory_order_acq_rel,
                                                      std::memory_order_relaxed));
+  if (head == Slab::REMOTE_NOTIFY) ObjectMgr::shard_of(block).set_->push_ready(block);
 }
 
 int64_t ObjectSet::usable_size(void* ptr) {
