@@ -189,9 +189,8 @@ bool ObjectSet::disown(ABlock* block) {
   // Before the tag: once tagged, a free may hand the slab to another heap at once.
   slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
   void* expected = nullptr;
-  if (slab->remote_free_.compare_exchange_strong(expected, Slab::REMOTE_NOTIFY,
-                                                 std::memory_order_release,
-                                                 std::memory_order_relaxed)) {
+  if (slab->remote_free_.compare_exchange_strong(
+          expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
     return true;
   }
   slab->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
@@ -201,17 +200,17 @@ bool ObjectSet::disown(ABlock* block) {
 void ObjectSet::settle(ABlock* block) {
   Slab* slab = slab_of(block);
   slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
+  slabs_settled_.fetch_add(1, std::memory_order_relaxed);
   while (true) {
     ThreadHeap::collect(slab);
     if (slab->used_ == 0) {
       free_span(block);
-      ready_returned_.fetch_add(1, std::memory_order_relaxed);
+      slabs_settled_empty_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     void* expected = nullptr;
-    if (slab->remote_free_.compare_exchange_strong(expected, Slab::REMOTE_NOTIFY,
-                                                   std::memory_order_release,
-                                                   std::memory_order_relaxed)) {
+    if (slab->remote_free_.compare_exchange_strong(
+            expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
       return;
     }
   }

@@ -65,7 +65,7 @@ struct Slab {
   // holds REMOTE_NOTIFY here: the free that replaces it pushes the slab onto the set's
   // ready stack, so exactly one free per disowning does.
   std::atomic<void*> remote_free_{nullptr};
-  int32_t used_ = 0;                         // owner only: objects out, net of frees seen
+  int32_t used_ = 0;  // owner only: objects out, net of frees seen
   uint16_t sc_ = 0;
   uint16_t capacity_ = 0;
   // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page
@@ -218,8 +218,12 @@ class ObjectSet {
   // were all freed after its owner exited or let it go never stays, and nothing walks
   // the slabs that saw no free since. O(slabs pushed since the last call).
   void settle_ready();
-  // Slabs settle_ready gave back so far.
-  int64_t ready_returned() const { return ready_returned_.load(std::memory_order_relaxed); }
+  // Slabs settled so far (by thread exits and settle_ready), and of them those given back
+  // empty: tests check that each settles only slabs it has to.
+  int64_t slabs_settled() const { return slabs_settled_.load(std::memory_order_relaxed); }
+  int64_t slabs_settled_empty() const {
+    return slabs_settled_empty_.load(std::memory_order_relaxed);
+  }
   // Bytes of spares reclaim_idle_spares gave back so far.
   int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
   void abandon(ThreadHeap* heap);
@@ -254,7 +258,8 @@ class ObjectSet {
   // Per class, disowned slabs a free made room on, linked via ABlock next_. Pushed by any
   // thread, only ever taken whole (exchange), so there is no ABA.
   std::atomic<ABlock*> ready_[SIZE_CLASS_COUNT] = {};
-  std::atomic<int64_t> ready_returned_{0};
+  std::atomic<int64_t> slabs_settled_{0};
+  std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> heap_trims_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
   // The live heaps, for reclaim_idle_spares. Taken with no other lock held, or under a

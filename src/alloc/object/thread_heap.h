@@ -104,8 +104,8 @@ class ThreadHeap {
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
   // Gives back every empty slab (spares, empty current slabs, partial slabs emptied by
-  // other threads' frees: O(partial slabs)) and the spares of other heaps idle since the last look, washes every
-  // free span of the set that is not washed, and sets draining_.
+  // other threads' frees: O(partial slabs)) and the spares of other heaps idle since the last look,
+  // washes every free span of the set that is not washed, and sets draining_.
   void trim();
   void release(int sc, ABlock* block, bool wash = false);
   // At a refill: ends a run, and judges the last trim if there was one since.
