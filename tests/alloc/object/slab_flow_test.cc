@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -50,8 +51,10 @@ TEST_F(SlabFlowTest, ARefillLooksAtAFewSlabsHoweverLargeTheLiveSet) {
   ObjectSet set(source_);
   const double small = visits_per_refill(set, 40'000, 40'000);
   const double large = visits_per_refill(set, 80'000, 40'000);
-  EXPECT_LE(small, 3.0);
-  EXPECT_LE(large, 3.0);
+  RecordProperty("visits_per_refill_40k", std::to_string(small));
+  RecordProperty("visits_per_refill_80k", std::to_string(large));
+  EXPECT_LE(small, 4.0);  // 2.8 here; 184 and 358 when a refill walked every slab
+  EXPECT_LE(large, 4.0);
   EXPECT_LE(large, small * 1.25 + 0.25);
   set.flush_thread_heap();
   EXPECT_EQ(set.span_used(), 0);
