@@ -57,7 +57,7 @@ struct Slab {
   static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
 
-  // The owning heap's thread (this_thread_marker()); nullptr: abandoned to the set, or
+  // The owning heap's thread (this_thread_marker()); nullptr: disowned (or ready), or
   // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
   std::atomic<const void*> owner_thread_{nullptr};
   void* local_free_ = nullptr;  // owner only: free slots (user pointers)

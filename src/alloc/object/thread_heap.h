@@ -128,8 +128,8 @@ class ThreadHeap {
 
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
-  // Owned slabs with room that are neither current nor spare (adopted ones), linked via
-  // ABlock prev_/next_; a refill takes the head.
+  // Owned slabs with room that are neither current nor spare (adopted, or freed into
+  // after filling), linked via ABlock prev_/next_; a refill takes the head.
   ABlock* partial_[SIZE_CLASS_COUNT] = {};
   // The last full slabs, newest at the head (ABlock prev_/next_), up to FULL_SLABS_KEPT.
   ABlock* full_[SIZE_CLASS_COUNT] = {};
@@ -148,9 +148,9 @@ class ThreadHeap {
   uint16_t refill_mark_ = 0;  // refills so far (wrapping): Slab::empty_mark_ compares it
   bool draining_ = false;     // trimmed since the last refill: emptied slabs go back at once
   int64_t trimmed_us_ = -1;   // when the last trim ran, until the refill after it
-  // Held by the owner through alloc_slow and on_slab_empty, the only places that touch
-  // spare_ and the slab lists, and tried by another thread taking this heap's spares. The
-  // fast paths never take it: they touch current slabs and slabs holding live objects,
+  // Held by the owner through alloc_slow, on_slab_empty and on_slab_unfull, the only
+  // places that touch spare_ and the slab lists, and tried by another thread taking this heap's
+  // spares. The fast paths never take it: they touch current slabs and slabs holding live objects,
   // never a spare, and nobody else takes those.
   SpinLock lock_;
   uint64_t activity_ = 0;                // slow-path calls so far (under lock_)
