@@ -238,6 +238,17 @@ void* ThreadHeap::alloc_slow(int sc) {
     spare_[sc] = nullptr;
     return take(sc, block);
   }
+  // Other threads' frees into the kept full slabs raise no notice: look at the oldest
+  // one at each refill, so they are found before it is disowned.
+  if (ABlock* block = full_tail_[sc]) {
+    ++slabs_visited_;
+    Slab* slab = slab_of(block);
+    if (slab->remote_free_.load(std::memory_order_relaxed) != nullptr) {
+      unlink_full(sc, block);
+      collect(slab);
+      return take(sc, block);
+    }
+  }
   adopt_ready(sc);
   // A partial slab has room (a slab is adopted with a free on it, and only a current slab
   // loses slots), so this loop looks at one slab but for a race it cannot lose twice.
