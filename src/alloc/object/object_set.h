@@ -53,6 +53,8 @@ inline constexpr int64_t CARVE_BYTES = 4096;
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
   static inline void* const REMOTE_NOTIFY = reinterpret_cast<void*>(uintptr_t{1});
+  static constexpr int REMOTE_COUNT_SHIFT = 48;
+  static constexpr uintptr_t REMOTE_HEAD_MASK = (uintptr_t{1} << REMOTE_COUNT_SHIFT) - 1;
   static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
   static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
@@ -61,9 +63,10 @@ struct Slab {
   // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
   std::atomic<const void*> owner_thread_{nullptr};
   void* local_free_ = nullptr;  // owner only: free slots (user pointers)
-  // Other threads' frees (user pointers, 16-aligned). A disowned slab with no free on it
-  // holds REMOTE_NOTIFY here: the free that replaces it pushes the slab onto the set's
-  // ready stack, so exactly one free per disowning does.
+  // Other threads' frees: the list head (a user pointer, below 2^48) with the list's
+  // length in the top 16 bits, so the owner takes the list without walking it. A
+  // disowned slab with no free on it holds REMOTE_NOTIFY here: the free that replaces it
+  // pushes the slab onto the set's ready stack, so exactly one free per disowning does.
   std::atomic<void*> remote_free_{nullptr};
   int32_t used_ = 0;  // owner only: objects out, net of frees seen
   uint16_t sc_ = 0;

@@ -6,14 +6,19 @@
 namespace achunk {
 
 void ThreadHeap::collect(Slab* slab) {
-  void* list = slab->remote_free_.exchange(nullptr, std::memory_order_acquire);
-  while (list != nullptr) {
-    void* next = *static_cast<void**>(list);
-    *static_cast<void**>(list) = slab->local_free_;
-    slab->local_free_ = list;
-    --slab->used_;
-    list = next;
+  const uintptr_t word =
+      reinterpret_cast<uintptr_t>(slab->remote_free_.exchange(nullptr, std::memory_order_acquire));
+  if (word == 0) return;
+  void* list = reinterpret_cast<void*>(word & Slab::REMOTE_HEAD_MASK);
+  slab->used_ -= static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
+  // A refill collects a slab with no local free slot: the list becomes it as it is, and
+  // its objects are touched only when handed out.
+  if (slab->local_free_ != nullptr) {
+    void* tail = list;
+    while (*static_cast<void**>(tail) != nullptr) tail = *static_cast<void**>(tail);
+    *static_cast<void**>(tail) = slab->local_free_;
   }
+  slab->local_free_ = list;
 }
 
 void ThreadHeap::link(int sc, ABlock* block) {
