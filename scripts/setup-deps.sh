@@ -5,7 +5,9 @@
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev
-  libjemalloc-dev pkgconf "$@")
+  libjemalloc-dev pkgconf
+  # bench/workloads/run.sh: the peer allocators it preloads, /usr/bin/time, the chart.
+  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time gnuplot-nox "$@")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

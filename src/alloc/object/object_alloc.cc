@@ -45,12 +45,19 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
     free_span(block);
     return;
   }
-  // Another thread's slab (or an abandoned one): a lock-free push its owner collects.
+  // Another thread's slab (or a disowned one): a lock-free push its owner collects.
+  // Acquire too: replacing REMOTE_NOTIFY hands the slab, as its disowner left it, on.
   void* head = slab->remote_free_.load(std::memory_order_relaxed);
+  void* word;
   do {
-    *static_cast<void**>(ptr) = head;
-  } while (!slab->remote_free_.compare_exchange_weak(head, ptr, std::memory_order_release,
+    const uintptr_t h = head == Slab::REMOTE_NOTIFY ? 0 : reinterpret_cast<uintptr_t>(head);
+    *static_cast<void**>(ptr) = reinterpret_cast<void*>(h & Slab::REMOTE_HEAD_MASK);
+    const uintptr_t count = (h >> Slab::REMOTE_COUNT_SHIFT) + 1;
+    word = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) |
+                                   count << Slab::REMOTE_COUNT_SHIFT);
+  } while (!slab->remote_free_.compare_exchange_weak(head, word, std::memory_order_acq_rel,
                                                      std::memory_order_relaxed));
+  if (head == Slab::REMOTE_NOTIFY) ObjectMgr::shard_of(block).set_->push_ready(block);
 }
 
 int64_t ObjectSet::usable_size(void* ptr) {

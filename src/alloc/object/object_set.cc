@@ -102,8 +102,7 @@ void ObjectSet::flush_thread_heap() {
     abandon(heap);
     return;
   }
-  std::lock_guard<SpinLock> guard(lock_);
-  reclaim_abandoned_locked();
+  settle_ready();
 }
 
 ABlock* ObjectSet::alloc_span(int64_t bytes) {
@@ -145,6 +144,7 @@ int64_t ObjectSet::reclaim_idle_spares(const ThreadHeap* self) {
     chain = next;
   }
   if (bytes > 0) spares_reclaimed_.fetch_add(bytes, std::memory_order_relaxed);
+  settle_ready();
   return bytes;
 }
 
@@ -164,46 +164,75 @@ void ObjectSet::abandon(ThreadHeap* heap) {
     }
     if (heap->next_heap_ != nullptr) heap->next_heap_->prev_heap_ = heap->prev_heap_;
   }
-  std::lock_guard<SpinLock> guard(lock_);
+  // The heap owns its current slab, spare, partial slabs and up to FULL_SLABS_KEPT full
+  // ones per class, so this is O(classes + partial slabs), each partial slab paid for by
+  // the refill that adopted it or the free that made room on it.
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    ABlock* block = heap->slabs_[sc];
-    while (block != nullptr) {
-      ABlock* next = block->next_;
-      Slab* slab = slab_of(block);
-      slab->owner_thread_.store(nullptr, std::memory_order_release);
-      ThreadHeap::collect(slab);
-      if (slab->used_ == 0) {
-        free_span(block);
-      } else {
-        block->prev_ = nullptr;
-        block->next_ = abandoned_[sc];
-        if (abandoned_[sc] != nullptr) abandoned_[sc]->prev_ = block;
-        abandoned_[sc] = block;
+    if (heap->current_[sc] != nullptr) settle(heap->current_[sc]);
+    if (heap->spare_[sc] != nullptr) settle(heap->spare_[sc]);
+    for (ABlock* list : {heap->partial_[sc], heap->full_[sc]}) {
+      for (ABlock* block = list; block != nullptr;) {
+        ABlock* next = block->next_;
+        block->prev_ = block->next_ = nullptr;
+        slab_of(block)->in_full_ = false;
+        settle(block);
+        block = next;
       }
-      block = next;
     }
   }
   free_span(BlockSet::ptr2block(heap));
-  reclaim_abandoned_locked();
+  settle_ready();
 }
 
-void ObjectSet::reclaim_abandoned_locked() {
-  // Abandoned slabs whose objects were all freed since have no owner to notice; gather
-  // their remote frees here and give the empty ones back.
-  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    for (ABlock* block = abandoned_[sc]; block != nullptr;) {
-      ABlock* next = block->next_;
-      Slab* slab = slab_of(block);
-      ThreadHeap::collect(slab);
-      if (slab->used_ == 0) {
-        if (block->prev_ != nullptr) {
-          block->prev_->next_ = next;
-        } else {
-          abandoned_[sc] = next;
-        }
-        if (next != nullptr) next->prev_ = block->prev_;
-        free_span(block);
-      }
+bool ObjectSet::disown(ABlock* block) {
+  Slab* slab = slab_of(block);
+  // Before the tag: once tagged, a free may hand the slab to another heap at once.
+  slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
+  void* expected = nullptr;
+  if (slab->remote_free_.compare_exchange_strong(
+          expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
+    return true;
+  }
+  slab->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
+  return false;
+}
+
+void ObjectSet::settle(ABlock* block) {
+  Slab* slab = slab_of(block);
+  slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
+  slabs_settled_.fetch_add(1, std::memory_order_relaxed);
+  while (true) {
+    ThreadHeap::collect(slab);
+    if (slab->used_ == 0) {
+      free_span(block);
+      slabs_settled_empty_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    void* expected = nullptr;
+    if (slab->remote_free_.compare_exchange_strong(
+            expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
+      return;
+    }
+  }
+}
+
+void ObjectSet::push_ready(ABlock* block) {
+  std::atomic<ABlock*>& stack = ready_[slab_of(block)->sc_];
+  ABlock* head = stack.load(std::memory_order_relaxed);
+  do {
+    block->next_ = head;
+  } while (!stack.compare_exchange_weak(head, block, std::memory_order_release,
+                                        std::memory_order_relaxed));
+}
+
+void ObjectSet::settle_ready() {
+  for (auto& stack : ready_) {
+    if (stack.load(std::memory_order_relaxed) == nullptr) continue;
+    ABlock* block = stack.exchange(nullptr, std::memory_order_acquire);
+    while (block != nullptr) {
+      ABlock* next = block->next_;  // before settle: once disowned it may be pushed again
+      block->next_ = nullptr;
+      settle(block);
       block = next;
     }
   }
@@ -249,22 +278,11 @@ bool ObjectSet::carve(ABlock* block) {
   return true;
 }
 
-ABlock* ObjectSet::adopt_slab(int sc) {
-  std::lock_guard<SpinLock> guard(lock_);
-  ABlock* block = abandoned_[sc];
-  if (block == nullptr) return nullptr;
-  abandoned_[sc] = block->next_;
-  if (block->next_ != nullptr) block->next_->prev_ = nullptr;
-  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_release);
-  return block;
-}
-
 void ObjectSet::fork_lock_all() {
   g_sets_lock.lock();
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       set->heaps_lock_.lock();
-      set->lock_.lock();
       set->mgr_.lock_all();
     }
   }
@@ -274,7 +292,6 @@ void ObjectSet::fork_unlock_all() {
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       set->mgr_.unlock_all();
-      set->lock_.unlock();
       set->heaps_lock_.unlock();
     }
   }

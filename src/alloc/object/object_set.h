@@ -2,11 +2,13 @@
 // come from size-class slabs (64 KiB spans of a BlockSet); each slab belongs to one
 // thread's ThreadHeap, which allocates and frees on it without atomics or locks. A free
 // from another thread pushes onto the slab's lock-free remote list; the owning heap
-// collects those lists when its current slab runs dry (no back-pointers to a heap, so a
-// thread may exit at any moment without leaving dangling references). Big
-// objects get a span (or a chunk) of their own. A thread's slabs are abandoned to the
-// set when it exits and adopted by the next heap that needs that class. Spans come
-// from the shards of an ObjectMgr, so threads refilling at once rarely share a lock.
+// collects it when the slab is current and runs dry. A slab that runs full, and every
+// slab of an exiting thread, is disowned: it belongs to nobody and sits in no list, and
+// the first free into it pushes it onto the set's lock-free ready stack of its class,
+// where the next heap refilling that class adopts it (no back-pointers to a heap, so a
+// thread may exit at any moment without leaving dangling references). Big objects get a
+// span (or a chunk) of their own. Spans come from the shards of an ObjectMgr, so threads
+// refilling at once rarely share a lock.
 // Depends on the block layer (through object_mgr.h), aobject.h, size_class.h.
 #pragma once
 
@@ -50,16 +52,23 @@ inline constexpr int64_t CARVE_BYTES = 4096;
 
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
+  static inline void* const REMOTE_NOTIFY = reinterpret_cast<void*>(uintptr_t{1});
+  static constexpr int REMOTE_COUNT_SHIFT = 48;
+  static constexpr uintptr_t REMOTE_HEAD_MASK = (uintptr_t{1} << REMOTE_COUNT_SHIFT) - 1;
   static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
   static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
 
-  // The owning heap's thread (this_thread_marker()); nullptr: abandoned to the set, or
+  // The owning heap's thread (this_thread_marker()); nullptr: disowned (or ready), or
   // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
   std::atomic<const void*> owner_thread_{nullptr};
-  void* local_free_ = nullptr;               // owner only: free slots (user pointers)
-  std::atomic<void*> remote_free_{nullptr};  // other threads' frees
-  int32_t used_ = 0;                         // owner only: objects out, net of frees seen
+  void* local_free_ = nullptr;  // owner only: free slots (user pointers)
+  // Other threads' frees: the list head (a user pointer, below 2^48) with the list's
+  // length in the top 16 bits, so the owner takes the list without walking it. A
+  // disowned slab with no free on it holds REMOTE_NOTIFY here: the free that replaces it
+  // pushes the slab onto the set's ready stack, so exactly one free per disowning does.
+  std::atomic<void*> remote_free_{nullptr};
+  int32_t used_ = 0;  // owner only: objects out, net of frees seen
   uint16_t sc_ = 0;
   uint16_t capacity_ = 0;
   // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page
@@ -71,6 +80,7 @@ struct Slab {
   // A big object's span was untouched (fresh or washed) when the object was carved, so
   // its bytes read as zero then (see ObjectSet::born_zero).
   bool born_zero_ = false;
+  bool in_full_ = false;  // owner only: on its heap's full_ list
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 
@@ -185,8 +195,9 @@ class ObjectSet {
   static void fork_lock_all();
   static void fork_unlock_all();
   // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
-  // live objects are abandoned to the set for another heap to adopt. Runs at thread exit;
-  // callers may also run it when a thread goes idle.
+  // live objects are disowned for another heap to adopt once a free makes room. Runs at
+  // thread exit; callers may also run it when a thread goes idle. Then settles the ready
+  // stacks (settle_ready).
   void flush_thread_heap();
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
@@ -202,8 +213,20 @@ class ObjectSet {
   // Gives back the empty spare slabs of every heap but `self` that made no slow-path call
   // since the previous look and is not in one now; returns their bytes. Without it a
   // thread that goes idle keeps its last emptied slabs (and their pages) for good. A
-  // heap's trim calls it, and so does the opt-in release thread.
+  // heap's trim calls it, and so does the opt-in release thread. Then settles the ready
+  // stacks (settle_ready).
   int64_t reclaim_idle_spares(const ThreadHeap* self);
+  // Takes every slab off the ready stacks: the empty ones go back to their shard, the
+  // others are disowned again (the next free pushes them back). So a slab whose objects
+  // were all freed after its owner exited or let it go never stays, and nothing walks
+  // the slabs that saw no free since. O(slabs pushed since the last call).
+  void settle_ready();
+  // Slabs settled so far (by thread exits and settle_ready), and of them those given back
+  // empty: tests check that each settles only slabs it has to.
+  int64_t slabs_settled() const { return slabs_settled_.load(std::memory_order_relaxed); }
+  int64_t slabs_settled_empty() const {
+    return slabs_settled_empty_.load(std::memory_order_relaxed);
+  }
   // Bytes of spares reclaim_idle_spares gave back so far.
   int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
   void abandon(ThreadHeap* heap);
@@ -214,10 +237,16 @@ class ObjectSet {
   int64_t now_us() { return source_.now_us(); }
   int64_t span_idle_us() { return source_.span_idle_us(); }
   ThreadHeap* create_heap();
-  // A slab for the calling thread's heap: carved fresh, or one abandoned by another.
+  // A fresh slab for the calling thread's heap.
   ABlock* new_slab(int sc);
-  ABlock* adopt_slab(int sc);
-  void reclaim_abandoned_locked();
+  // The owner lets a slab with no free slot go (see Slab::remote_free_). False, the slab
+  // still the caller's, when another thread's free landed on it first.
+  static bool disown(ABlock* block);
+  // Whoever holds a slab alone (an exiting owner, settle_ready) gives it back if it is
+  // empty, or else disowns it.
+  void settle(ABlock* block);
+  // A free replaced REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
+  void push_ready(ABlock* block);
   void* alloc_big(int64_t size, uint16_t label);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
   // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
@@ -228,9 +257,12 @@ class ObjectSet {
   static void free_slow(void* ptr, ABlock* block, Slab* slab);
 
   ChunkSource& source_;
-  ObjectMgr mgr_;  // the block layer, sharded; a shard's lock may be taken under lock_
-  SpinLock lock_;  // guards abandoned_
-  ABlock* abandoned_[SIZE_CLASS_COUNT] = {};
+  ObjectMgr mgr_;  // the block layer, sharded
+  // Per class, disowned slabs a free made room on, linked via ABlock next_. Pushed by any
+  // thread, only ever taken whole (exchange), so there is no ABA.
+  std::atomic<ABlock*> ready_[SIZE_CLASS_COUNT] = {};
+  std::atomic<int64_t> slabs_settled_{0};
+  std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> heap_trims_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
   // The live heaps, for reclaim_idle_spares. Taken with no other lock held, or under a

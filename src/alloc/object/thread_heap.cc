@@ -6,39 +6,95 @@
 namespace achunk {
 
 void ThreadHeap::collect(Slab* slab) {
-  void* list = slab->remote_free_.exchange(nullptr, std::memory_order_acquire);
-  while (list != nullptr) {
-    void* next = *static_cast<void**>(list);
-    *static_cast<void**>(list) = slab->local_free_;
-    slab->local_free_ = list;
-    --slab->used_;
-    list = next;
+  const uintptr_t word =
+      reinterpret_cast<uintptr_t>(slab->remote_free_.exchange(nullptr, std::memory_order_acquire));
+  if (word == 0) return;
+  void* list = reinterpret_cast<void*>(word & Slab::REMOTE_HEAD_MASK);
+  slab->used_ -= static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
+  // A refill collects a slab with no local free slot: the list becomes it as it is, and
+  // its objects are touched only when handed out.
+  if (slab->local_free_ != nullptr) {
+    void* tail = list;
+    while (*static_cast<void**>(tail) != nullptr) tail = *static_cast<void**>(tail);
+    *static_cast<void**>(tail) = slab->local_free_;
   }
+  slab->local_free_ = list;
 }
 
 void ThreadHeap::link(int sc, ABlock* block) {
   block->prev_ = nullptr;
-  block->next_ = slabs_[sc];
-  if (slabs_[sc] != nullptr) slabs_[sc]->prev_ = block;
-  slabs_[sc] = block;
+  block->next_ = partial_[sc];
+  if (partial_[sc] != nullptr) partial_[sc]->prev_ = block;
+  partial_[sc] = block;
 }
 
 void ThreadHeap::unlink(int sc, ABlock* block) {
   if (block->prev_ != nullptr) {
     block->prev_->next_ = block->next_;
   } else {
-    slabs_[sc] = block->next_;
+    partial_[sc] = block->next_;
   }
   if (block->next_ != nullptr) block->next_->prev_ = block->prev_;
   block->prev_ = block->next_ = nullptr;
-  if (current_[sc] == block) current_[sc] = nullptr;
-  if (spare_[sc] == block) spare_[sc] = nullptr;
 }
 
-void ThreadHeap::slab_emptied(ABlock* block, Slab* slab) {
+void ThreadHeap::detach(int sc, ABlock* block) {
+  if (current_[sc] == block) {
+    current_[sc] = nullptr;
+  } else if (spare_[sc] == block) {
+    spare_[sc] = nullptr;
+  } else if (slab_of(block)->in_full_) {
+    unlink_full(sc, block);
+  } else {
+    unlink(sc, block);
+  }
+}
+
+void ThreadHeap::push_full(int sc, ABlock* block) {
+  slab_of(block)->in_full_ = true;
+  block->prev_ = nullptr;
+  block->next_ = full_[sc];
+  if (full_[sc] != nullptr) full_[sc]->prev_ = block;
+  full_[sc] = block;
+  if (full_tail_[sc] == nullptr) full_tail_[sc] = block;
+  if (++full_count_[sc] <= FULL_SLABS_KEPT) return;
+  ABlock* oldest = full_tail_[sc];
+  unlink_full(sc, oldest);
+  if (!ObjectSet::disown(oldest)) link(sc, oldest);  // other threads' frees made room
+}
+
+void ThreadHeap::unlink_full(int sc, ABlock* block) {
+  slab_of(block)->in_full_ = false;
+  if (block->prev_ != nullptr) {
+    block->prev_->next_ = block->next_;
+  } else {
+    full_[sc] = block->next_;
+  }
+  if (block->next_ != nullptr) {
+    block->next_->prev_ = block->prev_;
+  } else {
+    full_tail_[sc] = block->prev_;
+  }
+  block->prev_ = block->next_ = nullptr;
+  --full_count_[sc];
+}
+
+void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab) {
+  if (slab->used_ != 0 && !slab->in_full_) return;
   // The slab is this thread's, so this thread's heap of the slab's set is alive.
   ThreadHeap* heap = ObjectSet::owner_of(block)->existing_heap();
-  if (heap != nullptr) heap->on_slab_empty(block, slab);
+  if (heap == nullptr) return;
+  if (slab->used_ == 0) {
+    heap->on_slab_empty(block, slab);
+  } else {
+    heap->on_slab_unfull(block, slab);
+  }
+}
+
+void ThreadHeap::on_slab_unfull(ABlock* block, Slab* slab) {
+  std::lock_guard<SpinLock> guard(lock_);
+  unlink_full(slab->sc_, block);
+  link(slab->sc_, block);
 }
 
 int64_t ThreadHeap::empty_big_slab_bytes(const ABlock* except) const {
@@ -56,7 +112,7 @@ int64_t ThreadHeap::empty_big_slab_bytes(const ABlock* except) const {
 }
 
 void ThreadHeap::release(int sc, ABlock* block, bool wash) {
-  unlink(sc, block);
+  detach(sc, block);
   ObjectSet::free_span(block, wash);
 }
 
@@ -64,7 +120,7 @@ ABlock* ThreadHeap::give_up_spares(ABlock* chain, int64_t* bytes) {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     ABlock* block = spare_[sc];
     if (block == nullptr) continue;
-    unlink(sc, block);
+    spare_[sc] = nullptr;
     slab_of(block)->owner_thread_.store(nullptr, std::memory_order_relaxed);
     block->next_ = chain;
     chain = block;
@@ -81,12 +137,23 @@ void ThreadHeap::trim() {
   trimmed_us_ = set_->now_us();
   set_->heap_trims_.fetch_add(1, std::memory_order_relaxed);
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    for (ABlock* block = slabs_[sc]; block != nullptr;) {
+    for (ABlock* block = partial_[sc]; block != nullptr;) {
       ABlock* next = block->next_;
       collect(slab_of(block));
       if (slab_of(block)->used_ == 0) release(sc, block);
       block = next;
     }
+    for (ABlock* block = full_[sc]; block != nullptr;) {
+      ABlock* next = block->next_;
+      collect(slab_of(block));
+      if (slab_of(block)->used_ == 0) release(sc, block);
+      block = next;
+    }
+    if (ABlock* block = current_[sc]) {
+      collect(slab_of(block));
+      if (slab_of(block)->used_ == 0) release(sc, block);
+    }
+    if (spare_[sc] != nullptr) release(sc, spare_[sc]);
   }
   // Other heaps idle since the last look keep their spares for good otherwise: their
   // threads make no call either.
@@ -133,7 +200,6 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   // are the colder ones), and the next allocation of its class takes it back in
   // alloc_slow. Only so can another thread give back the empty slabs of a thread gone
   // idle: it may take spares under lock_, never a slab the fast path may be using.
-  if (current) current_[sc] = nullptr;
   if (spare_[sc] != nullptr) release(sc, spare_[sc]);
   // A slab bigger than SPARE_SLAB_MAX stays only within the heap's EMPTY_BIG_SLAB_MAX, so
   // a thread cycling objects of one big class keeps its slab but an idle one holds little.
@@ -142,47 +208,70 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
     release(sc, block);
     return;
   }
+  detach(sc, block);
   spare_[sc] = block;
+}
+
+void ThreadHeap::adopt_ready(int sc) {
+  ABlock* block = set_->ready_[sc].exchange(nullptr, std::memory_order_acquire);
+  while (block != nullptr) {
+    ABlock* next = block->next_;
+    slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
+    link(sc, block);
+    ++slabs_visited_;
+    block = next;
+  }
 }
 
 void* ThreadHeap::alloc_slow(int sc) {
   std::lock_guard<SpinLock> guard(lock_);
   ++activity_;
+  ++refills_;
   end_run();
-  ABlock* found = spare_[sc];
-  spare_[sc] = nullptr;
-  if (found != nullptr) return take(sc, found);
-  // Gather other threads' frees on every slab of the class: keep the first slab with
-  // room as current, give empty ones back (the current one stays, to avoid churn).
-  for (ABlock* block = slabs_[sc]; block != nullptr;) {
-    ABlock* next = block->next_;
+  // Other threads' frees on the current slab first, then its uncarved pages; a slab with
+  // neither is full: kept on full_ a while, then disowned (the first free into it makes
+  // it findable again).
+  if (ABlock* block = current_[sc]) {
+    ++slabs_visited_;
     Slab* slab = slab_of(block);
     collect(slab);
-    if (slab->used_ == 0 && found != nullptr && block != current_[sc]) {
-      release(sc, block);
-    } else if (found == nullptr && slab->local_free_ != nullptr) {
-      found = block;
+    if (slab->local_free_ != nullptr || ObjectSet::carve(block)) return take(sc, block);
+    current_[sc] = nullptr;
+    push_full(sc, block);
+  }
+  if (ABlock* block = spare_[sc]) {
+    spare_[sc] = nullptr;
+    return take(sc, block);
+  }
+  // Other threads' frees into the kept full slabs raise no notice: look at the oldest
+  // one at each refill, so they are found before it is disowned.
+  if (ABlock* block = full_tail_[sc]) {
+    ++slabs_visited_;
+    Slab* slab = slab_of(block);
+    if (slab->remote_free_.load(std::memory_order_relaxed) != nullptr) {
+      unlink_full(sc, block);
+      collect(slab);
+      return take(sc, block);
     }
-    block = next;
   }
-  // Freed slots before new pages: carving touches memory no object used yet.
-  if (found == nullptr && current_[sc] != nullptr && ObjectSet::carve(current_[sc])) {
-    found = current_[sc];
-  }
-  for (ABlock* block = slabs_[sc]; found == nullptr && block != nullptr; block = block->next_) {
-    if (ObjectSet::carve(block)) found = block;
-  }
-  if (found == nullptr) {
-    found = set_->adopt_slab(sc);
-    if (found != nullptr) collect(slab_of(found));
-    if (found == nullptr || (slab_of(found)->local_free_ == nullptr && !ObjectSet::carve(found))) {
-      if (found != nullptr) link(sc, found);  // adopted but full: keep it, look further
-      found = set_->new_slab(sc);
-      if (found == nullptr) return nullptr;
+  adopt_ready(sc);
+  // A partial slab has room (a slab is adopted with a free on it, and only a current slab
+  // loses slots), so this loop looks at one slab but for a race it cannot lose twice.
+  while (ABlock* block = partial_[sc]) {
+    ++slabs_visited_;
+    unlink(sc, block);
+    Slab* slab = slab_of(block);
+    collect(slab);
+    if (slab->local_free_ != nullptr || ObjectSet::carve(block)) return take(sc, block);
+    if (!ObjectSet::disown(block)) {
+      collect(slab);
+      return take(sc, block);
     }
-    link(sc, found);
   }
-  return take(sc, found);
+  ABlock* block = set_->new_slab(sc);
+  if (block == nullptr) return nullptr;
+  ++slabs_visited_;
+  return take(sc, block);
 }
 
 void* ThreadHeap::take(int sc, ABlock* block) {

@@ -1,5 +1,9 @@
 // Object layer: ThreadHeap, one thread's slabs of one ObjectSet. Only its thread touches
 // its current slabs, so the common alloc and free are a few plain loads and stores.
+// A heap owns per class its current slab, one spare, the slabs with room it adopted or
+// freed into (partial_) and its last FULL_SLABS_KEPT full slabs (full_, so its own frees
+// into them stay plain stores); an older full slab is disowned (ObjectSet::disown) and
+// comes back through the set's ready stack. No slow path walks slabs without room.
 // Other threads compare a slab's owner with their own thread, never with a heap; the one
 // exception, another thread's trim taking an idle heap's empty spares, goes through the
 // set's heap list and the heap's lock_, which the owner holds on its slow paths only.
@@ -32,6 +36,9 @@ class ThreadHeap {
   // one halves it back.
   static constexpr int TRIM_RUN = 8;
   static constexpr int TRIM_RUN_MAX = 1024;
+  // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
+  // it partial again without an atomic. Bounds what thread exit and a trim walk.
+  static constexpr int FULL_SLABS_KEPT = 16;
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
@@ -70,17 +77,24 @@ class ThreadHeap {
   }
   // A free of an object on one of the calling thread's slabs.
   static void free_local(ABlock* block, Slab* slab, void* p) {
-    *static_cast<void**>(p) = slab->local_free_;
+    void* next = slab->local_free_;
+    *static_cast<void**>(p) = next;
     slab->local_free_ = p;
-    if (--slab->used_ == 0) slab_emptied(block, slab);
+    // Emptied, or the first free slot of a slab that was out of them (maybe a full_ one).
+    if (--slab->used_ == 0 || next == nullptr) slab_freed_slow(block, slab);
   }
 
   ObjectSet* set() const { return set_; }
+  // Refills so far, and the slabs they looked at (each adopted, collected or carved slab
+  // counts once): their ratio stays flat however large the live set grows.
+  uint64_t refills() const { return refills_; }
+  uint64_t slabs_visited() const { return slabs_visited_; }
 
  private:
   friend class ObjectSet;
   void* alloc_slow(int sc);
-  static void slab_emptied(ABlock* block, Slab* slab);
+  static void slab_freed_slow(ABlock* block, Slab* slab);
+  void on_slab_unfull(ABlock* block, Slab* slab);
   static void init_object(void* p, int64_t size, uint64_t in_use_header) {
     store_header(p, in_use_header | static_cast<uint32_t>(size));
     write_tail(p, static_cast<uint32_t>(size));
@@ -89,23 +103,40 @@ class ThreadHeap {
   // Unlinks every spare onto `chain` (through next_) for the caller to give back; the
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
-  // Gives back every empty slab (spares, empty current slabs, slabs emptied by other
-  // threads' frees) and the spares of other heaps idle since the last look, washes every
-  // free span of the set that is not washed, and sets draining_.
+  // Gives back every empty slab (spares, empty current slabs, partial slabs emptied by
+  // other threads' frees: O(partial slabs)) and the spares of other heaps idle since the last look,
+  // washes every free span of the set that is not washed, and sets draining_.
   void trim();
   void release(int sc, ABlock* block, bool wash = false);
   // At a refill: ends a run, and judges the last trim if there was one since.
   void end_run();
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
-  // Moves the slab's remote frees to its local list.
+  // Moves the slab's remote frees to its local list (owner, or whoever holds the slab
+  // alone); the slab is never tagged REMOTE_NOTIFY then.
   static void collect(Slab* slab);
+  // partial_ list operations (ABlock prev_/next_).
   void link(int sc, ABlock* block);
   void unlink(int sc, ABlock* block);
+  // Takes an owned slab out of whichever role it has (current, spare, partial or full).
+  void detach(int sc, ABlock* block);
+  // full_ list operations; push_full disowns the oldest beyond FULL_SLABS_KEPT.
+  void push_full(int sc, ABlock* block);
+  void unlink_full(int sc, ABlock* block);
+  // Takes the set's notified slabs of class sc into partial_.
+  void adopt_ready(int sc);
 
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
-  ABlock* slabs_[SIZE_CLASS_COUNT] = {};  // all slabs of a class, linked via ABlock prev_/next_
+  // Owned slabs with room that are neither current nor spare (adopted, or freed into
+  // after filling), linked via ABlock prev_/next_; a refill takes the head.
+  ABlock* partial_[SIZE_CLASS_COUNT] = {};
+  // The last full slabs, newest at the head (ABlock prev_/next_), up to FULL_SLABS_KEPT.
+  ABlock* full_[SIZE_CLASS_COUNT] = {};
+  ABlock* full_tail_[SIZE_CLASS_COUNT] = {};
+  uint8_t full_count_[SIZE_CLASS_COUNT] = {};
+  uint64_t refills_ = 0;
+  uint64_t slabs_visited_ = 0;
   // Bytes of this heap's empty slabs bigger than SPARE_SLAB_MAX, `except` aside.
   int64_t empty_big_slab_bytes(const ABlock* except) const;
   // One empty slab per class is kept for the next refill (a bigger one than
@@ -117,9 +148,9 @@ class ThreadHeap {
   uint16_t refill_mark_ = 0;  // refills so far (wrapping): Slab::empty_mark_ compares it
   bool draining_ = false;     // trimmed since the last refill: emptied slabs go back at once
   int64_t trimmed_us_ = -1;   // when the last trim ran, until the refill after it
-  // Held by the owner through alloc_slow and on_slab_empty, the only places that touch
-  // spare_ and the slab lists, and tried by another thread taking this heap's spares. The
-  // fast paths never take it: they touch current slabs and slabs holding live objects,
+  // Held by the owner through alloc_slow, on_slab_empty and on_slab_unfull, the only
+  // places that touch spare_ and the slab lists, and tried by another thread taking this heap's
+  // spares. The fast paths never take it: they touch current slabs and slabs holding live objects,
   // never a spare, and nobody else takes those.
   SpinLock lock_;
   uint64_t activity_ = 0;                // slow-path calls so far (under lock_)

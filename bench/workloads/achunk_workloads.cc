@@ -1,0 +1,285 @@
+// The workload matrix: one allocation pattern per run, through plain malloc/free only, so
+// the same binary measures any allocator preloaded under it (LD_PRELOAD). Prints
+// "<pattern> <elapsed ms> <checksum>"; bench/workloads/run.sh adds peak RSS and compares.
+// Usage: achunk_workloads PATTERN [scale]   (scale multiplies the work, default 1)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+double g_scale = 1.0;
+std::atomic<uint64_t> g_sum{0};  // keeps the work observable
+
+int64_t scaled(int64_t n) {
+  return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * g_scale));
+}
+
+void touch(void* p, size_t size) {
+  static_cast<char*>(p)[0] = 1;
+  static_cast<char*>(p)[size - 1] = 2;
+}
+
+// Same-thread pairs: each size class 16 B-4 KiB, a short burst allocated then freed.
+void pairs() {
+  uint64_t sum = 0;
+  void* held[8];
+  for (int64_t round = 0; round < scaled(100'000); ++round) {
+    for (size_t size = 16; size <= 4096; size *= 2) {
+      for (void*& p : held) {
+        p = malloc(size);
+        touch(p, size);
+      }
+      for (void* p : held) {
+        sum += reinterpret_cast<uintptr_t>(p) & 0xF0;
+        free(p);
+      }
+    }
+  }
+  g_sum += sum;
+}
+
+// Random replacement: `threads` threads each keep 500k/threads objects of 8 B-1 KiB and
+// replace a random one at each step.
+void replace(int threads) {
+  auto work = [threads](int seed) {
+    std::mt19937 rng(seed);
+    const size_t live = 500'000 / threads;
+    std::vector<void*> slots(live);
+    auto size = [&] { return static_cast<size_t>(8 + rng() % 1017); };
+    for (void*& p : slots) {
+      const size_t s = size();
+      p = malloc(s);
+      touch(p, s);
+    }
+    for (int64_t step = 0; step < scaled(2'000'000) / threads; ++step) {
+      void*& p = slots[rng() % live];
+      free(p);
+      const size_t s = size();
+      p = malloc(s);
+      touch(p, s);
+    }
+    for (void* p : slots) free(p);
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) ts.emplace_back(work, t + 1);
+  for (auto& t : ts) t.join();
+}
+
+// Batches of pointers handed between threads under a mutex (the hand-off is not what is
+// measured, so it is amortised over 256 objects).
+struct Mailbox {
+  std::mutex mu;
+  std::deque<std::vector<void*>> batches;
+  void put(std::vector<void*>&& b) {
+    std::lock_guard<std::mutex> lock(mu);
+    batches.push_back(std::move(b));
+  }
+  bool take(std::vector<void*>* out) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (batches.empty()) return false;
+    *out = std::move(batches.front());
+    batches.pop_front();
+    return true;
+  }
+};
+
+// One producer allocates small objects; two consumers free them.
+void prodcons() {
+  Mailbox box;
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> backlog{0};
+  auto consumer = [&] {
+    std::vector<void*> batch;
+    while (true) {
+      if (box.take(&batch)) {
+        for (void* p : batch) free(p);
+        backlog.fetch_sub(1);
+      } else if (done.load()) {
+        if (!box.take(&batch)) return;
+        for (void* p : batch) free(p);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  };
+  std::thread c1(consumer), c2(consumer);
+  std::mt19937 rng(7);
+  for (int64_t b = 0; b < scaled(12'000); ++b) {
+    std::vector<void*> batch(256);
+    for (void*& p : batch) {
+      const size_t s = 16 + rng() % 241;
+      p = malloc(s);
+      touch(p, s);
+    }
+    box.put(std::move(batch));
+    // Bounded backlog, as a real pipeline would have.
+    while (backlog.fetch_add(1) > 64) {
+      backlog.fetch_sub(1);
+      std::this_thread::yield();
+    }
+  }
+  done = true;
+  c1.join();
+  c2.join();
+}
+
+// Server style: 4 workers allocate requests, hand them to other workers, free what they
+// receive; each worker retires after a while and a new thread takes its place.
+void server() {
+  constexpr int WORKERS = 4;
+  Mailbox boxes[WORKERS];
+  const int64_t generations = scaled(40);
+  auto worker = [&](int id, int seed) {
+    std::mt19937 rng(seed);
+    std::vector<void*> out[WORKERS];
+    std::vector<void*> in;
+    for (int op = 0; op < 20'000; ++op) {
+      const size_t s = rng() % 8 == 0 ? 1024 + rng() % 7168 : 16 + rng() % 496;
+      void* p = malloc(s);
+      touch(p, s);
+      const int to = static_cast<int>(rng() % WORKERS);
+      out[to].push_back(p);
+      if (out[to].size() == 64) {
+        boxes[to].put(std::move(out[to]));
+        out[to].clear();
+      }
+      if (op % 64 == 0 && boxes[id].take(&in)) {
+        for (void* q : in) free(q);
+      }
+    }
+    for (int to = 0; to < WORKERS; ++to) {
+      if (!out[to].empty()) boxes[to].put(std::move(out[to]));
+    }
+  };
+  for (int64_t g = 0; g < generations; ++g) {
+    std::vector<std::thread> ts;
+    for (int w = 0; w < WORKERS; ++w) ts.emplace_back(worker, w, static_cast<int>(g * 10 + w));
+    for (auto& t : ts) t.join();
+  }
+  std::vector<void*> in;
+  for (auto& box : boxes) {
+    while (box.take(&in)) {
+      for (void* q : in) free(q);
+    }
+  }
+}
+
+// Thread churn: short-lived threads allocate and free, then exit.
+void churn() {
+  for (int64_t g = 0; g < scaled(400); ++g) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t) {
+      ts.emplace_back([seed = g * 4 + t] {
+        std::mt19937 rng(static_cast<uint32_t>(seed));
+        std::vector<void*> held;
+        for (int i = 0; i < 2000; ++i) {
+          const size_t s = 16 + rng() % 1008;
+          held.push_back(malloc(s));
+          touch(held.back(), s);
+          if (rng() % 2 == 0) {
+            const size_t i = rng() % held.size();
+            free(held[i]);
+            held[i] = held.back();
+            held.pop_back();
+          }
+        }
+        for (void* p : held) free(p);
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+}
+
+// Big blocks of 5-25 MiB, up to 8 live, the mix of sizes drifting; every page written.
+void big() {
+  std::mt19937 rng(11);
+  std::vector<std::pair<void*, size_t>> live(8, {nullptr, 0});
+  for (int64_t step = 0; step < scaled(600); ++step) {
+    auto& [p, size] = live[rng() % live.size()];
+    free(p);
+    const size_t lo = 5 + static_cast<size_t>(step / 60 % 3) * 5;  // 5-15, 10-20, 15-25 MiB
+    size = (lo + rng() % 11) << 20;
+    p = malloc(size);
+    for (size_t off = 0; off < size; off += 4096) static_cast<char*>(p)[off] = 1;
+  }
+  for (auto& [p, size] : live) free(p);
+}
+
+// Realloc growth: 64 buffers each grown by small steps from 16 B to 256 KiB, interleaved.
+void realloc_growth() {
+  for (int64_t round = 0; round < scaled(20); ++round) {
+    std::vector<std::pair<void*, size_t>> bufs(64, {nullptr, 0});
+    for (size_t target = 16; target <= (size_t{256} << 10); target += target / 8 + 16) {
+      for (auto& [p, size] : bufs) {
+        p = realloc(p, target);
+        static_cast<char*>(p)[target - 1] = 1;
+        size = target;
+      }
+    }
+    for (auto& [p, size] : bufs) free(p);
+  }
+}
+
+// calloc of big zeroed blocks (1-16 MiB), a few bytes read and written.
+void calloc_big() {
+  std::mt19937 rng(13);
+  uint64_t sum = 0;
+  for (int64_t i = 0; i < scaled(2000); ++i) {
+    const size_t size = (1 + rng() % 16) << 20;
+    char* p = static_cast<char*>(calloc(1, size));
+    sum += static_cast<uint64_t>(p[size / 2]) + static_cast<uint64_t>(p[size - 1]);
+    p[0] = 1;
+    free(p);
+  }
+  g_sum += sum;
+}
+
+struct Pattern {
+  const char* name;
+  void (*run)();
+};
+const Pattern PATTERNS[] = {
+    {"pairs", pairs},
+    {"replace1", [] { replace(1); }},
+    {"replace2", [] { replace(2); }},
+    {"prodcons", prodcons},
+    {"server", server},
+    {"churn", churn},
+    {"big", big},
+    {"realloc", realloc_growth},
+    {"calloc", calloc_big},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATTERN [scale]\npatterns:", argv[0]);
+    for (const Pattern& p : PATTERNS) std::fprintf(stderr, " %s", p.name);
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  if (argc > 2) g_scale = std::atof(argv[2]);
+  for (const Pattern& p : PATTERNS) {
+    if (std::strcmp(argv[1], p.name) != 0) continue;
+    const auto start = std::chrono::steady_clock::now();
+    p.run();
+    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    std::printf("%s %.1f %llu\n", p.name, ms.count(),
+                static_cast<unsigned long long>(g_sum.load()));
+    return 0;
+  }
+  std::fprintf(stderr, "achunk_workloads: unknown pattern '%s'\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,240 @@
+// How slabs move between heaps and the set: operation counts of refills, thread exits and
+// ready-stack settling as the live set doubles, and a multi-thread stress run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alloc/object/object_set.h"
+#include "alloc/object/size_class.h"
+#include "alloc/object/thread_heap.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+class SlabFlowTest : public ChunkMgrTest {
+ protected:
+  DirectChunkSource source_{mgr_};
+};
+
+// Slabs a refill looked at, on average, over `steps` random replacements in a live set
+// of `live` objects of 8 B-1 KiB (one thread).
+double visits_per_refill(ObjectSet& set, int live, int steps) {
+  std::mt19937 rng(live);
+  auto size = [&] { return static_cast<int64_t>(8 + rng() % 1017); };
+  std::vector<void*> objs;
+  for (int i = 0; i < live; ++i) objs.push_back(set.alloc(size(), 0));
+  ThreadHeap* heap = set.heap_for_this_thread();
+  const uint64_t refills = heap->refills();
+  const uint64_t visits = heap->slabs_visited();
+  for (int s = 0; s < steps; ++s) {
+    void*& slot = objs[rng() % objs.size()];
+    ObjectSet::free(slot);
+    slot = set.alloc(size(), 0);
+  }
+  const double r = static_cast<double>(heap->slabs_visited() - visits) /
+                   static_cast<double>(std::max<uint64_t>(1, heap->refills() - refills));
+  for (void* p : objs) ObjectSet::free(p);
+  return r;
+}
+
+TEST_F(SlabFlowTest, ARefillLooksAtAFewSlabsHoweverLargeTheLiveSet) {
+  ObjectSet set(source_);
+  const double small = visits_per_refill(set, 40'000, 40'000);
+  const double large = visits_per_refill(set, 80'000, 40'000);
+  RecordProperty("visits_per_refill_40k", std::to_string(small));
+  RecordProperty("visits_per_refill_80k", std::to_string(large));
+  EXPECT_LE(small, 4.0);  // 2.8 here; 184 and 358 when a refill walked every slab
+  EXPECT_LE(large, 4.0);
+  EXPECT_LE(large, small * 1.25 + 0.25);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// Slabs settled when a thread holding `live` objects of 100 B exits.
+int64_t settled_at_exit(ObjectSet& set, int live, std::vector<void*>* out) {
+  const int64_t before = set.slabs_settled();
+  std::thread([&] {
+    for (int i = 0; i < live; ++i) out->push_back(set.alloc(100, 0));
+  }).join();
+  return set.slabs_settled() - before;
+}
+
+TEST_F(SlabFlowTest, ThreadExitSettlesABoundedNumberOfSlabsHoweverManyItHolds) {
+  ObjectSet set(source_);
+  std::vector<void*> objs;
+  const int64_t small = settled_at_exit(set, 20'000, &objs);
+  const int64_t large = settled_at_exit(set, 40'000, &objs);
+  // The current slab and the last full ones; the rest were disowned as they filled.
+  EXPECT_LE(small, ThreadHeap::FULL_SLABS_KEPT + 1);
+  EXPECT_LE(large, ThreadHeap::FULL_SLABS_KEPT + 1);
+  std::thread([&] {
+    for (void* p : objs) ObjectSet::free(p);
+  }).join();
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+TEST_F(SlabFlowTest, SlabsOfAnExitedThreadEmptiedByOthersGoBackWithoutAScan) {
+  ObjectSet set(source_);
+  std::map<ABlock*, std::vector<void*>> by_slab;
+  std::thread([&] {
+    for (int i = 0; i < 40 * 127; ++i) {
+      void* p = set.alloc(100, 0);
+      by_slab[BlockSet::ptr2block(p)].push_back(p);
+    }
+  }).join();
+  ASSERT_GE(by_slab.size(), 40u);
+  const int64_t used = set.span_used();
+  const int64_t settled = set.slabs_settled();
+  // Another thread (one without a heap of the set) empties three slabs.
+  auto it = by_slab.begin();
+  std::thread([&] {
+    for (int s = 0; s < 3; ++s, ++it) {
+      for (void* p : it->second) ObjectSet::free(p);
+    }
+  }).join();
+  // What the release thread does: only the three notified slabs are looked at.
+  set.reclaim_idle_spares(nullptr);
+  EXPECT_EQ(set.slabs_settled() - settled, 3);
+  EXPECT_EQ(set.span_used(), used - 3 * slab_bytes(size_class_of(100)));
+  // A half-freed slab is disowned again and comes back once its last object is freed.
+  std::vector<void*>& half = it->second;
+  std::thread([&] {
+    for (size_t i = 0; i < half.size() / 2; ++i) ObjectSet::free(half[i]);
+  }).join();
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), used - 3 * slab_bytes(size_class_of(100)));
+  std::thread([&] {
+    for (size_t i = half.size() / 2; i < half.size(); ++i) ObjectSet::free(half[i]);
+    for (++it; it != by_slab.end(); ++it) {
+      for (void* p : it->second) ObjectSet::free(p);
+    }
+  }).join();
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), 0);
+  EXPECT_EQ(set.slabs_settled_empty(), static_cast<int64_t>(by_slab.size()));
+}
+
+TEST_F(SlabFlowTest, AnOwnerRefillsFromSlabsAnotherThreadFreedIntoWithoutNewSpans) {
+  ObjectSet set(source_);
+  std::vector<void*> objs;
+  for (int i = 0; i < 100 * 127; ++i) objs.push_back(set.alloc(100, 0));
+  const int64_t used = set.span_used();
+  std::thread([&] {
+    for (size_t i = 0; i < objs.size(); i += 2) ObjectSet::free(objs[i]);
+  }).join();
+  for (size_t i = 0; i < objs.size(); i += 2) objs[i] = set.alloc(100, 0);
+  EXPECT_EQ(set.span_used(), used);
+  for (void* p : objs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// Objects carry their size and a fill byte derived from their address, checked at free.
+struct Obj {
+  void* p;
+  int64_t size;
+};
+unsigned char fill_of(const void* p) {
+  return static_cast<unsigned char>(reinterpret_cast<uintptr_t>(p) >> 4);
+}
+Obj make(ObjectSet& set, std::mt19937& rng) {
+  const int64_t size = rng() % 64 == 0 ? 20'000 + rng() % 200'000 : 1 + rng() % 1024;
+  void* p = set.alloc(size, 0);
+  EXPECT_NE(p, nullptr);
+  std::memset(p, fill_of(p), static_cast<size_t>(size));
+  return {p, size};
+}
+void check_and_free(const Obj& o) {
+  const unsigned char* c = static_cast<const unsigned char*>(o.p);
+  EXPECT_EQ(c[0], fill_of(o.p));
+  EXPECT_EQ(c[o.size - 1], fill_of(o.p));
+  EXPECT_TRUE(tail_intact(o.p, static_cast<uint32_t>(o.size)));
+  ObjectSet::free(o.p);
+}
+
+// Producers that come and go hand objects to long-lived consumers; some objects outlive
+// every producer and are freed at the end. Everything goes back.
+TEST_F(SlabFlowTest, ChurningProducersConsumersAndLateFreesReturnEverything) {
+  ObjectSet set(source_);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Obj> queue;
+  std::vector<Obj> late;
+  bool done = false;
+  auto consumer = [&](int seed) {
+    std::mt19937 rng(seed);
+    std::vector<Obj> own;  // consumers allocate too, and free some of it elsewhere
+    while (true) {
+      Obj o;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return done || !queue.empty(); });
+        if (queue.empty()) break;
+        o = queue.front();
+        queue.pop_front();
+      }
+      check_and_free(o);
+      if (rng() % 4 == 0) own.push_back(make(set, rng));
+      if (own.size() > 64) {
+        std::lock_guard<std::mutex> lock(mu);
+        late.push_back(own.back());
+        own.pop_back();
+        for (const Obj& x : own) check_and_free(x);
+        own.clear();
+      }
+    }
+    for (const Obj& x : own) check_and_free(x);
+  };
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 2; ++c) consumers.emplace_back(consumer, 100 + c);
+  for (int round = 0; round < 6; ++round) {
+    std::vector<std::thread> producers;
+    for (int t = 0; t < 3; ++t) {
+      producers.emplace_back([&, seed = round * 10 + t] {
+        std::mt19937 rng(seed);
+        std::vector<Obj> mine;
+        for (int i = 0; i < 3000; ++i) {
+          mine.push_back(make(set, rng));
+          if (rng() % 3 == 0) {  // a same-thread free in between
+            check_and_free(mine.back());
+            mine.pop_back();
+          }
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t i = 0; i < mine.size(); ++i) {
+          if (i % 10 == 0) {
+            late.push_back(mine[i]);
+          } else {
+            queue.push_back(mine[i]);
+          }
+        }
+        cv.notify_all();
+      });
+    }
+    for (auto& t : producers) t.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
+  }
+  for (auto& t : consumers) t.join();
+  // Freed by this thread, which has no heap of the set: every slab left is disowned.
+  for (const Obj& o : late) check_and_free(o);
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing
