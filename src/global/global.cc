@@ -221,6 +221,7 @@ void visit_fork_locks(ForkLockVisitor& v) {
   // Outer locks first: a memory context takes a slot under g_slots_lock and then
   // allocates; option changes reach the chunk manager; the directory creates object sets.
   v.visit(g.options_lock, "options");
+  c_api_visit_fork_locks(v);
   memory_context_visit_fork_locks(v);
   g.malloc_allocator.visit_fork_locks(v);
   label_visit_fork_locks(v);

@@ -28,6 +28,8 @@ inline ObMallocAllocator& global_malloc_allocator() {
 // calling each layer's visit function. Stable only while the object set list does not
 // change (it is, from the registry's own object-set list lock on).
 void visit_fork_locks(ForkLockVisitor& v);
+// The C API's report buffer lock (c_api.cc), in the registry.
+void c_api_visit_fork_locks(ForkLockVisitor& v);
 // How many registry locks the fork in progress holds so far (0 outside a fork): while
 // fork's prepare handler waits for lock i, it is i. For tests.
 int fork_locks_held();

@@ -98,10 +98,10 @@ TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
   std::set<std::string> names;
   for (auto& [lock, name] : c.locks) names.insert(name);
   for (const char* want :
-       {"options", "memory_context.slots", "usage_printer.scratch", "malloc_allocator.directory",
-        "label.table", "object_set.registry", "object_set.heaps", "object_mgr.shard",
-        "chunk_mgr.cap", "chunk_mgr.free_list", "memory_context.root_tree", "ob_allocator",
-        "arena"}) {
+       {"options", "c_api.report", "memory_context.slots", "usage_printer.scratch",
+        "malloc_allocator.directory", "label.table", "object_set.registry", "object_set.heaps",
+        "object_mgr.shard", "chunk_mgr.cap", "chunk_mgr.free_list", "memory_context.root_tree",
+        "ob_allocator", "arena"}) {
     EXPECT_EQ(names.count(want), 1u) << want;
   }
   EXPECT_EQ(fork_locks_held(), 0);
