@@ -139,7 +139,7 @@ TEST_F(ForkTest, ForkWhileEveryOperationRuns) {
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
     std::vector<void*> live;
-    for (int i = 0; !stop.load(); ++i) {
+    for (int64_t i = 0; !stop.load(); ++i) {
       static const char* labels[] = {"fork_a", "fork_b", "fork_c", "fork_d"};
       live.push_back(
           ob_malloc(16 + (i * 7919) % 300000, ObMemAttr(OB_SERVER_TENANT_ID, labels[i % 4])));
