@@ -43,6 +43,24 @@ int64_t achunk_print_usage(char* buf, size_t len, int json);
 /* Unmaps every cached chunk now; returns the bytes released. */
 int64_t achunk_release_free_memory(void);
 
+/* glibc's extras over achunk's figures (libachunk_malloc.so exports them under glibc's
+ * names; docs/STATS.md maps each field). The struct has mallinfo2's layout. */
+struct achunk_mallinfo {
+  size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+struct achunk_mallinfo achunk_mallinfo2(void);
+/* Unmaps every cached chunk and washes every free span; 1 if that released anything.
+ * `pad` is ignored. */
+int achunk_malloc_trim(size_t pad);
+/* The [chunk_mgr] dump and the usage lines, on stderr. */
+void achunk_malloc_stats(void);
+/* The same figures as XML (<malloc version="achunk-1">) on `fp`; 0, or -1 with errno
+ * EINVAL for options != 0. */
+int achunk_malloc_info(int options, void* fp);
+/* 1 for M_TRIM_THRESHOLD (-1) and M_MMAP_THRESHOLD (-3), which achunk accepts and
+ * ignores; 0 for every other parameter. */
+int achunk_mallopt(int param, int value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "achunk/base/fork_locks.h"
 #include "achunk/base/spin_lock.h"
 #include "context/block_source.h"
 
@@ -18,6 +19,7 @@ class ObArenaAllocator {
   ~ObArenaAllocator() { reset(); }
   ObArenaAllocator(const ObArenaAllocator&) = delete;
   ObArenaAllocator& operator=(const ObArenaAllocator&) = delete;
+  void visit_fork_locks(ForkLockVisitor& v) { v.visit(lock_, "arena"); }
 
   // nullptr with last_alloc_failure() set on failure.
   void* alloc(int64_t size);

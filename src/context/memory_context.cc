@@ -80,6 +80,23 @@ void default_leak_handler(const LeakReport& r) {
   write_stderr_line(line);
 }
 std::atomic<LeakHandler> g_leak_handler{&default_leak_handler};
+std::atomic<ContextSlot*> g_root{nullptr};  // once root_slot() made it
+
+}  // namespace
+
+void memory_context_visit_fork_locks(ForkLockVisitor& v) {
+  v.visit(g_slots_lock, "memory_context.slots");
+  // The root is every thread's: a child must be able to create under it and allocate in
+  // it. (Other contexts' locks are their owners', as a mutex in a user object is.)
+  if (ContextSlot* root = g_root.load(std::memory_order_acquire)) {
+    ContextNode* n = root->node();
+    v.visit(n->tree_lock, "memory_context.root_tree");
+    n->freeable.visit_fork_locks(v);
+    n->arena.visit_fork_locks(v);
+  }
+}
+
+namespace {
 
 ContextSlot* take_slot(ObMallocAllocator& directory) {
   std::lock_guard<SpinLock> guard(g_slots_lock);
@@ -232,7 +249,9 @@ ContextSlot* root_slot() {
     p.set_mem_attr(OB_SERVER_TENANT_ID, "ROOT_CONTEXT")
         .set_properties(ADD_CHILD_THREAD_SAFE | ALLOC_THREAD_SAFE);
     absl::StatusOr<MemoryContext> ctx = create(nullptr, p, std::source_location::current());
-    return ctx.ok() ? ContextSlot::of(*ctx) : nullptr;
+    ContextSlot* slot = ctx.ok() ? ContextSlot::of(*ctx) : nullptr;
+    g_root.store(slot, std::memory_order_release);
+    return slot;
   }();
   return root;
 }

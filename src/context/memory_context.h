@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "achunk/base/fork_locks.h"
 #include "context/context_param.h"
 
 namespace achunk {
@@ -32,6 +33,8 @@ struct LeakReport {
 using LeakHandler = void (*)(const LeakReport& report);
 // Installs `handler` (nullptr restores the default, one line on stderr per label).
 LeakHandler set_leak_handler(LeakHandler handler);
+// fork(): the lock of the context slot free list (contexts' own locks are their owners').
+void memory_context_visit_fork_locks(ForkLockVisitor& v);
 
 class MemoryContext {
  public:

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "achunk/base/fork_locks.h"
 #include "achunk/base/spin_lock.h"
 #include "alloc/object/aobject.h"
 #include "alloc/object/object_set.h"
@@ -25,6 +26,7 @@ class ObAllocator {
   ~ObAllocator() { reset(); }
   ObAllocator(const ObAllocator&) = delete;
   ObAllocator& operator=(const ObAllocator&) = delete;
+  void visit_fork_locks(ForkLockVisitor& v) { v.visit(lock_, "ob_allocator"); }
 
   // nullptr with last_alloc_failure() set on failure; size 0 gives a unique pointer.
   // Inline: a small object from the free list or the current page is a few stores.

@@ -32,6 +32,10 @@ class ObParallelAllocator {
   // False (after a report) when ptr is not a live object of this allocator.
   bool free(void* ptr) { return ways_ == 1 ? first_.free(ptr) : free_spread(ptr); }
 
+  // fork(): every way's lock.
+  void visit_fork_locks(ForkLockVisitor& v) {
+    for (int i = 0; i < ways_; ++i) way(i).visit_fork_locks(v);
+  }
   int ways() const { return ways_; }
   int64_t hold() const;
   int64_t used() const;

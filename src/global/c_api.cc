@@ -3,7 +3,15 @@
 // the dumps. Each function hands the wired allocator to the drop-in malloc layer.
 #include "achunk/achunk.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <mutex>
+
 #include "achunk/achunk.hpp"
+#include "achunk/base/buf_writer.h"
+#include "achunk/base/spin_lock.h"
 #include "alloc/malloc/malloc_shim.h"
 #include "global/global.h"
 #include "global/ob_malloc.h"
@@ -14,7 +22,33 @@ achunk::MallocShim shim() {
   return achunk::MallocShim(achunk::global_malloc_allocator());
 }
 
+// malloc_stats and malloc_info print through one static buffer: writing to a FILE may
+// allocate, and 64 KiB is too much for a small thread's stack.
+achunk::SpinLock g_report_lock;
+char g_report[1 << 16];
+
+void write_all(int fd, const char* p, int64_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, static_cast<size_t>(n));
+    if (w <= 0 && errno != EINTR) return;
+    if (w > 0) {
+      p += w;
+      n -= w;
+    }
+  }
+}
+
+int64_t clipped(int64_t needed) {
+  return needed < static_cast<int64_t>(sizeof(g_report)) ? needed : sizeof(g_report) - 1;
+}
+
 }  // namespace
+
+namespace achunk {
+void c_api_visit_fork_locks(ForkLockVisitor& v) {
+  v.visit(g_report_lock, "c_api.report");
+}
+}  // namespace achunk
 
 extern "C" {
 
@@ -77,6 +111,59 @@ int64_t achunk_print_usage(char* buf, size_t len, int json) {
 
 int64_t achunk_release_free_memory(void) {
   return achunk::release_free_memory();
+}
+
+struct achunk_mallinfo achunk_mallinfo2(void) {
+  const achunk::ChunkMgrStats st = achunk::global_chunk_mgr().get_stats(false);
+  struct achunk_mallinfo mi = {};
+  mi.arena = static_cast<size_t>(st.hold);
+  mi.hblks = static_cast<size_t>(st.huge_maps - st.huge_unmaps);
+  mi.uordblks = static_cast<size_t>(st.used);
+  mi.fordblks = static_cast<size_t>(st.freelists_hold);
+  mi.keepcost = static_cast<size_t>(st.freelists_hold);
+  return mi;
+}
+
+int achunk_malloc_trim(size_t) {
+  const int64_t unmapped = achunk::release_free_memory();
+  const int64_t washed = achunk::global_malloc_allocator().wash_stale_spans(0);
+  return unmapped > 0 || washed > 0 ? 1 : 0;
+}
+
+void achunk_malloc_stats(void) {
+  std::lock_guard<achunk::SpinLock> guard(g_report_lock);
+  write_all(2, g_report, clipped(achunk::print_chunk_dump(g_report, sizeof(g_report))));
+  write_all(2, g_report, clipped(achunk::ob_print_usage(g_report, sizeof(g_report))));
+}
+
+int achunk_malloc_info(int options, void* fp) {
+  if (options != 0 || fp == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  const struct achunk_mallinfo mi = achunk_mallinfo2();
+  std::lock_guard<achunk::SpinLock> guard(g_report_lock);
+  achunk::BufWriter w(g_report, sizeof(g_report));
+  w.str("<malloc version=\"achunk-1\">\n");
+  w.str("<total type=\"arena\" size=\"").num(static_cast<int64_t>(mi.arena)).str("\"/>\n");
+  w.str("<total type=\"used\" size=\"").num(static_cast<int64_t>(mi.uordblks)).str("\"/>\n");
+  w.str("<total type=\"cached\" size=\"").num(static_cast<int64_t>(mi.fordblks)).str("\"/>\n");
+  w.str("<total type=\"mmap\" count=\"").num(static_cast<int64_t>(mi.hblks));
+  w.str("\" size=\"").num(static_cast<int64_t>(mi.hblkhd)).str("\"/>\n");
+  w.str("<system type=\"current\" size=\"").num(static_cast<int64_t>(mi.arena)).str("\"/>\n");
+  w.str("</malloc>\n");
+  // After the figures are in the buffer: fwrite may allocate, which never takes this lock.
+  const int64_t n = clipped(w.length());
+  return fwrite(g_report, 1, static_cast<size_t>(n), static_cast<FILE*>(fp)) ==
+                 static_cast<size_t>(n)
+             ? 0
+             : -1;
+}
+
+int achunk_mallopt(int param, int) {
+  constexpr int M_TRIM_THRESHOLD_ = -1;
+  constexpr int M_MMAP_THRESHOLD_ = -3;
+  return param == M_TRIM_THRESHOLD_ || param == M_MMAP_THRESHOLD_ ? 1 : 0;
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@
 #include "achunk/platform/clock.h"
 #include "achunk/platform/linux_os.h"
 #include "context/context_env.h"
+#include "context/memory_context.h"
 
 namespace achunk {
 
@@ -95,23 +96,71 @@ extern "C" const char achunk_wiring = 0;
 
 namespace {
 
+// The fork locks in the order fork_prepare took them, so they are released in reverse:
+// a container's lock (the object set list) is let go only after the locks it lists.
+class ForkHold final : public ForkLockVisitor {
+ public:
+  // Bounded by the registry: a few global locks, 9 per object set (MAX_SETS of them) and
+  // one per chunk cache slot.
+  static constexpr int CAPACITY = 4096;
+
+  void visit(SpinLock& lock, const char* name) override {
+    if (count_ == CAPACITY) {
+      char line[160];
+      BufWriter(line, sizeof(line)).str("achunk: fork lock registry over capacity at ").str(name);
+      write_stderr_line(line);
+      abort();
+    }
+    lock.fork_lock();
+    locks_[count_] = &lock;
+    held_.store(count_ + 1, std::memory_order_release);
+    ++count_;
+  }
+  void release() {
+    while (count_ > 0) locks_[--count_]->fork_unlock();
+    held_.store(0, std::memory_order_release);
+  }
+  int held() const { return held_.load(std::memory_order_acquire); }
+
+ private:
+  SpinLock* locks_[CAPACITY];
+  int count_ = 0;
+  std::atomic<int> held_{0};
+};
+
+ForkHold g_fork_hold;
+
 void fork_prepare() {
-  Globals& g = globals();
-  g.options_lock.lock();
-  g.malloc_allocator.fork_lock();
+  visit_fork_locks(g_fork_hold);
+  // From here on this thread enters the locks it holds: an atfork handler that runs after
+  // this one (registered earlier) may allocate.
+  spin_lock_detail::fork_owner.store(spin_lock_detail::this_thread(), std::memory_order_release);
 }
 
-void fork_release() {
-  Globals& g = globals();
-  g.malloc_allocator.fork_unlock();
-  g.options_lock.unlock();
+void fork_parent() {
+  spin_lock_detail::fork_owner.store(nullptr, std::memory_order_release);
+  g_fork_hold.release();
+}
+
+std::atomic<bool> g_release_thread_started{false};
+// -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
+std::atomic<int> g_release_thread_masked{-1};
+// Set in a child whose parent had a release thread: the child's next allocation starts one.
+std::atomic<bool> g_release_thread_restart{false};
+
+void fork_child() {
+  ObjectSet::on_fork_child();
+  if (g_release_thread_started.exchange(false, std::memory_order_relaxed)) {
+    // No thread is started inside fork: the child's next allocation finds no allocator
+    // published and takes create_and_get_malloc_allocator(), which starts it.
+    g_release_thread_masked.store(-1, std::memory_order_relaxed);
+    g_release_thread_restart.store(true, std::memory_order_relaxed);
+    global_detail::malloc_allocator.store(nullptr, std::memory_order_release);
+  }
+  fork_parent();
 }
 
 std::atomic<bool> g_fork_handlers_installed{false};
-std::atomic<bool> g_release_thread_started{false};
-
-// -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
-std::atomic<int> g_release_thread_masked{-1};
 
 void* release_loop(void*) {
   sigset_t mask;
@@ -167,10 +216,27 @@ int release_thread_signals_blocked() {
   return g_release_thread_masked.load(std::memory_order_acquire);
 }
 
+void visit_fork_locks(ForkLockVisitor& v) {
+  Globals& g = globals();
+  // Outer locks first: a memory context takes a slot under g_slots_lock and then
+  // allocates; option changes reach the chunk manager; the directory creates object sets.
+  v.visit(g.options_lock, "options");
+  c_api_visit_fork_locks(v);
+  memory_context_visit_fork_locks(v);
+  g.malloc_allocator.visit_fork_locks(v);
+  label_visit_fork_locks(v);
+  ObjectSet::visit_all_fork_locks(v);
+  g.chunk_mgr.visit_fork_locks(v);
+}
+
+int fork_locks_held() {
+  return g_fork_hold.held();
+}
+
 void install_fork_handlers() {
   globals();  // created before the first fork, not inside one
   if (!g_fork_handlers_installed.exchange(true)) {
-    pthread_atfork(&fork_prepare, &fork_release, &fork_release);
+    pthread_atfork(&fork_prepare, &fork_parent, &fork_child);
   }
 }
 
@@ -181,7 +247,13 @@ namespace global_detail {
 std::atomic<ObMallocAllocator*> malloc_allocator{nullptr};
 
 ObMallocAllocator& create_and_get_malloc_allocator() {
-  return globals().malloc_allocator;
+  Globals& g = globals();
+  if (g_release_thread_restart.exchange(false, std::memory_order_acq_rel)) {
+    // Published first: starting a thread allocates, and must find the allocator.
+    malloc_allocator.store(&g.malloc_allocator, std::memory_order_release);
+    start_release_thread();
+  }
+  return g.malloc_allocator;
 }
 }  // namespace global_detail
 

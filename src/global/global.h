@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "achunk/base/fork_locks.h"
 #include "achunk/base/options.h"
 #include "achunk/chunk/achunk_mgr.h"
 #include "alloc/object/malloc_allocator.h"
@@ -23,19 +24,30 @@ inline ObMallocAllocator& global_malloc_allocator() {
   ObMallocAllocator* a = global_detail::malloc_allocator.load(std::memory_order_acquire);
   return a != nullptr ? *a : global_detail::create_and_get_malloc_allocator();
 }
-// Registers pthread_atfork handlers that hold every allocator lock across fork(), so a
-// child forked while other threads allocate can allocate. Idempotent. Not called from
-// inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its load
-// time constructor, library users before they fork.
+// The fork-lock registry: passes every lock fork() must hold to `v`, outer locks first, by
+// calling each layer's visit function. Stable only while the object set list does not
+// change (it is, from the registry's own object-set list lock on).
+void visit_fork_locks(ForkLockVisitor& v);
+// The C API's report buffer lock (c_api.cc), in the registry.
+void c_api_visit_fork_locks(ForkLockVisitor& v);
+// How many registry locks the fork in progress holds so far (0 outside a fork): while
+// fork's prepare handler waits for lock i, it is i. For tests.
+int fork_locks_held();
+// Registers pthread_atfork handlers that hold every registry lock across fork(), so a
+// child forked while other threads allocate can allocate, and the forking thread enters
+// the locks it holds, so atfork handlers that run after achunk's may allocate. Idempotent. Not
+// called from inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its
+// load time constructor, library users before they fork.
 void install_fork_handlers();
 // Starts the opt-in release thread if release_interval_ms > 0: every interval it unmaps
 // all cached chunks that idled for chunk_cache_ttl_ms, so a process that has gone
 // completely silent (no frees, so no eviction) still gives its cache back, and washes
 // the free spans of every ctx that had no span change during the interval. Idempotent;
-// the drop-in malloc calls it at load time. A forked child has no such thread.
+// the drop-in malloc calls it at load time. A forked child of a process that had one
+// starts its own on its first allocation.
 void start_release_thread();
-// -1 while the release thread has not run (or was never started), then 1 if it runs with
-// every signal blocked, 0 if not. For tests.
+// -1 while the release thread has not run in this process (or was never started), then 1 if it runs
+// with every signal blocked, 0 if not. For tests.
 int release_thread_signals_blocked();
 
 }  // namespace achunk

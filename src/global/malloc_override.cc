@@ -77,6 +77,37 @@ ACHUNK_EXPORT void free_sized(void* p, size_t n) {
 ACHUNK_EXPORT void free_aligned_sized(void* p, size_t a, size_t n) {
   achunk_free_aligned_sized(p, a, n);
 }
+// glibc's extras. <malloc.h> is not included (its declarations of malloc and friends
+// carry exception specifications these definitions do not), so the structs are spelled
+// here with glibc's layouts.
+struct GlibcMallinfo {
+  int arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+static int clip_int(size_t v) {
+  return v > 0x7fffffff ? 0x7fffffff : static_cast<int>(v);
+}
+ACHUNK_EXPORT struct achunk_mallinfo mallinfo2() {
+  return achunk_mallinfo2();
+}
+ACHUNK_EXPORT GlibcMallinfo mallinfo() {
+  const struct achunk_mallinfo m = achunk_mallinfo2();
+  return GlibcMallinfo{clip_int(m.arena),   clip_int(m.ordblks),  clip_int(m.smblks),
+                       clip_int(m.hblks),   clip_int(m.hblkhd),   clip_int(m.usmblks),
+                       clip_int(m.fsmblks), clip_int(m.uordblks), clip_int(m.fordblks),
+                       clip_int(m.keepcost)};
+}
+ACHUNK_EXPORT int malloc_trim(size_t pad) {
+  return achunk_malloc_trim(pad);
+}
+ACHUNK_EXPORT void malloc_stats() {
+  achunk_malloc_stats();
+}
+ACHUNK_EXPORT int malloc_info(int options, void* fp) {
+  return achunk_malloc_info(options, fp);
+}
+ACHUNK_EXPORT int mallopt(int param, int value) {
+  return achunk_mallopt(param, value);
+}
 ACHUNK_EXPORT void cfree(void* p) {
   achunk_free(p);
 }

@@ -1,11 +1,14 @@
 // Base layer: a small test-and-test-and-set lock for short critical sections
-// (a few list operations). It never allocates, so the allocator itself can use it.
+// (a few list operations). It never allocates, so the allocator itself can use it. It can
+// also be held for fork(): then the forking thread enters it freely (see fork_lock()),
+// so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
 // Depends on nothing inside achunk.
 #pragma once
 
 #include <sched.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace achunk {
 
@@ -17,29 +20,86 @@ inline void cpu_relax() {
 #endif
 }
 
+namespace spin_lock_detail {
+// The thread running fork()'s handlers while it holds the fork locks, else nullptr.
+extern std::atomic<const void*> fork_owner;
+// This thread's identity for fork_owner (a TLS address: same in the child of a fork).
+const void* this_thread();
+inline bool forking_thread() {
+  const void* owner = fork_owner.load(std::memory_order_acquire);
+  return owner != nullptr && owner == this_thread();
+}
+}  // namespace spin_lock_detail
+
 class SpinLock {
  public:
   void lock() {
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
-      // Wait on a plain load so waiters do not bounce the cache line between cores.
-      while (locked_.load(std::memory_order_relaxed)) {
-        // The holder may be descheduled (2 cores); yield instead of burning its timeslice.
-        if (++spins > 64) {
-          sched_yield();
-        } else {
-          cpu_relax();
-        }
-      }
-    }
+    // On a lock held for fork this changes nothing: locked_ is already set.
+    if (__builtin_expect(!locked_.exchange(true, std::memory_order_acquire), 1)) return;
+    lock_slow();
   }
   bool try_lock() {
-    return !locked_.load(std::memory_order_relaxed) &&
-           !locked_.exchange(true, std::memory_order_acquire);
+    if (!locked_.load(std::memory_order_relaxed) &&
+        !locked_.exchange(true, std::memory_order_acquire)) {
+      return true;
+    }
+    return passes_for_fork();
   }
-  void unlock() { locked_.store(false, std::memory_order_release); }
+  void unlock() {
+    // Held for fork: the forking thread entered it and leaves it held. Anyone else who
+    // holds the lock reads false here.
+    if (__builtin_expect(fork_held_.load(std::memory_order_relaxed), 0)) return;
+    locked_.store(false, std::memory_order_release);
+  }
+
+  // Taken by the forking thread in fork()'s prepare handler; until fork_unlock() every
+  // other thread waits in lock(), while the forking thread (once the fork locks are all
+  // held and it is published as spin_lock_detail::fork_owner) enters and leaves it without
+  // changing it: the fork owner holds every fork lock, so no other thread is inside.
+  void fork_lock() {
+    lock_for_fork_prepare();
+    fork_held_.store(true, std::memory_order_relaxed);
+  }
+  // Released after fork() in the parent and the child. Only a lock still held for the fork
+  // changes, so releasing twice is harmless.
+  void fork_unlock() {
+    if (!fork_held_.load(std::memory_order_relaxed)) return;
+    fork_held_.store(false, std::memory_order_relaxed);
+    locked_.store(false, std::memory_order_release);
+  }
+  bool held() const { return locked_.load(std::memory_order_relaxed); }
 
  private:
+  static void backoff(int spins) {
+    // The holder may be descheduled (2 cores); yield instead of burning its timeslice.
+    if (spins > 64) {
+      sched_yield();
+    } else {
+      cpu_relax();
+    }
+  }
+  bool passes_for_fork() const {
+    return fork_held_.load(std::memory_order_relaxed) && spin_lock_detail::forking_thread();
+  }
+  void lock_for_fork_prepare() {
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (locked_.load(std::memory_order_relaxed)) backoff(++spins);
+    }
+  }
+  __attribute__((noinline)) void lock_slow() {
+    for (int spins = 0;; ++spins) {
+      // Wait on a plain load so waiters do not bounce the cache line between cores.
+      if (!locked_.load(std::memory_order_relaxed)) {
+        if (!locked_.exchange(true, std::memory_order_acquire)) return;
+      } else if (passes_for_fork()) {
+        return;
+      }
+      backoff(spins);
+    }
+  }
+
   std::atomic<bool> locked_{false};
+  std::atomic<bool> fork_held_{false};  // set only by the fork owner, under locked_
 };
 
 }  // namespace achunk

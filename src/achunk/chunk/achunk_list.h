@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "achunk/base/fork_locks.h"
 #include "achunk/base/spin_lock.h"
 #include "achunk/chunk/achunk_header.h"
 
@@ -33,8 +34,7 @@ class AChunkList {
   AChunk* popall();
 
   // fork(): held across the fork so the child never inherits it mid-update.
-  void fork_lock() { lock_.lock(); }
-  void fork_unlock() { lock_.unlock(); }
+  void visit_fork_locks(ForkLockVisitor& v) { v.visit(lock_, "chunk_mgr.free_list"); }
 
   void set_max_hold(int64_t bytes) { max_hold_.store(bytes, std::memory_order_relaxed); }
   int64_t max_hold() const { return max_hold_.load(std::memory_order_relaxed); }

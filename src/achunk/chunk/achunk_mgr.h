@@ -92,8 +92,7 @@ class AChunkMgr {
 
   // Taken before fork() and released after it in both processes, so a child forked while
   // other threads allocate finds every lock free and every list whole.
-  void fork_lock();
-  void fork_unlock();
+  void visit_fork_locks(ForkLockVisitor& v);
 
   // Slot of a chunk whose mapped size is `aligned`; normal chunks use the given way.
   static int slot_index(int64_t aligned, int way);

@@ -118,14 +118,9 @@ bool AChunkMgr::evict_one_expired(int64_t now_us, int64_t ttl_us) {
 
 namespace achunk {
 
-void AChunkMgr::fork_lock() {
-  cap_lock_.lock();
-  for (Slot& slot : slots_) slot.free_list_.fork_lock();
-}
-
-void AChunkMgr::fork_unlock() {
-  for (Slot& slot : slots_) slot.free_list_.fork_unlock();
-  cap_lock_.unlock();
+void AChunkMgr::visit_fork_locks(ForkLockVisitor& v) {
+  v.visit(cap_lock_, "chunk_mgr.cap");
+  for (Slot& slot : slots_) slot.free_list_.visit_fork_locks(v);
 }
 
 }  // namespace achunk

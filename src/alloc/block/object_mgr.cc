@@ -33,12 +33,8 @@ SubObjectMgr& ObjectMgr::lock_any() {
   return shards_[start];
 }
 
-void ObjectMgr::lock_all() {
-  for (SubObjectMgr& s : shards_) s.lock_.lock();
-}
-
-void ObjectMgr::unlock_all() {
-  for (SubObjectMgr& s : shards_) s.lock_.unlock();
+void ObjectMgr::visit_fork_locks(ForkLockVisitor& v) {
+  for (SubObjectMgr& s : shards_) v.visit(s.lock_, "object_mgr.shard");
 }
 
 }  // namespace achunk

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <utility>
 
+#include "achunk/base/fork_locks.h"
 #include "achunk/base/spin_lock.h"
 #include "alloc/block/block_set.h"
 
@@ -58,8 +59,7 @@ class ObjectMgr {
     return total;
   }
   // fork(): every shard's lock held across the fork.
-  void lock_all();
-  void unlock_all();
+  void visit_fork_locks(ForkLockVisitor& v);
 
  private:
   template <size_t... I>

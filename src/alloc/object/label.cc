@@ -82,11 +82,8 @@ uint16_t intern(const char* s, size_t len) {
 
 }  // namespace
 
-void label_fork_lock() {
-  g_labels.lock.lock();
-}
-void label_fork_unlock() {
-  g_labels.lock.unlock();
+void label_visit_fork_locks(ForkLockVisitor& v) {
+  v.visit(g_labels.lock, "label.table");
 }
 
 uint16_t label_id(const char* label) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "achunk/base/fork_locks.h"
+
 namespace achunk {
 
 inline constexpr int LABEL_CAPACITY = 4096;
@@ -20,8 +22,7 @@ uint16_t label_id(const char* label);
 // hashing and a buffer rewritten with other text is looked up again.
 uint16_t label_id_cached(const char* label);
 // fork(): the table's lock held across the fork.
-void label_fork_lock();
-void label_fork_unlock();
+void label_visit_fork_locks(ForkLockVisitor& v);
 
 namespace label_detail {
 extern char names[LABEL_CAPACITY][LABEL_MAX_LEN + 1];

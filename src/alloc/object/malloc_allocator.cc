@@ -159,18 +159,9 @@ bool ObMallocAllocator::set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int
   return true;
 }
 
-void ObMallocAllocator::fork_lock() {
-  lock_.lock();
-  label_fork_lock();
-  ObjectSet::fork_lock_all();
-  chunk_mgr_.fork_lock();
-}
-
-void ObMallocAllocator::fork_unlock() {
-  chunk_mgr_.fork_unlock();
-  ObjectSet::fork_unlock_all();
-  label_fork_unlock();
-  lock_.unlock();
+void ObMallocAllocator::visit_fork_locks(ForkLockVisitor& v) {
+  visit_usage_fork_locks(v);
+  v.visit(lock_, "malloc_allocator.directory");
 }
 
 int64_t ObMallocAllocator::wash_stale_spans(int64_t min_free_us) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "achunk/base/fork_locks.h"
 #include "achunk/base/spin_lock.h"
 #include "alloc/object/malloc_front.h"
 #include "alloc/object/ob_mem_attr.h"
@@ -72,14 +73,16 @@ class ObMallocAllocator {
     span_idle_us_.store(span_idle_ms_to_us(ms), std::memory_order_relaxed);
   }
   int64_t span_idle_us() const { return span_idle_us_.load(std::memory_order_relaxed); }
-  // fork(): the directory's, every object set's and the chunk manager's locks.
-  void fork_lock();
-  void fork_unlock();
+  // fork(): the usage printers' scratch lock, then the directory's (the object sets', the
+  // label table's and the chunk manager's are their own layers').
+  void visit_fork_locks(ForkLockVisitor& v);
 
   // "[MEMORY] tenant_id= ctx_id= hold= used= limit= free=" per ctx, then one line per
   // label sorted by hold. Returns the length needed, like snprintf; never allocates.
   int64_t print_usage(char* buf, int64_t len);
   int64_t print_usage_json(char* buf, int64_t len);
+  // fork(): the printers' scratch lock (usage_printer.cc).
+  static void visit_usage_fork_locks(ForkLockVisitor& v);
 
  private:
   // Every other allocation; fills the front entry for the next one.

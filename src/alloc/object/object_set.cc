@@ -14,7 +14,15 @@ namespace achunk {
 namespace object_set_tls {
 ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
 ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
-ACHUNK_TLS char thread_marker;
+ACHUNK_TLS uintptr_t thread_marker = 1;
+std::atomic<uint32_t> fork_generation{0};
+
+const void* init_thread_marker() {
+  // User-space addresses fit in 48 bits; the generation wraps after 65536 nested forks.
+  const uint64_t gen = fork_generation.load(std::memory_order_relaxed) & 0xFFFF;
+  thread_marker = reinterpret_cast<uintptr_t>(&thread_marker) | (gen << 48);
+  return reinterpret_cast<const void*>(thread_marker);
+}
 ACHUNK_TLS uint32_t heap_epoch;
 std::atomic<uint32_t> generation[MAX_SETS];
 }  // namespace object_set_tls
@@ -278,24 +286,18 @@ bool ObjectSet::carve(ABlock* block) {
   return true;
 }
 
-void ObjectSet::fork_lock_all() {
-  g_sets_lock.lock();
-  for (auto& slot : g_sets) {
-    if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
-      set->heaps_lock_.lock();
-      set->mgr_.lock_all();
-    }
-  }
+void ObjectSet::on_fork_child() {
+  object_set_tls::fork_generation.fetch_add(1, std::memory_order_relaxed);
 }
 
-void ObjectSet::fork_unlock_all() {
+void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
+  v.visit(g_sets_lock, "object_set.registry");
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
-      set->mgr_.unlock_all();
-      set->heaps_lock_.unlock();
+      v.visit(set->heaps_lock_, "object_set.heaps");
+      set->mgr_.visit_fork_locks(v);
     }
   }
-  g_sets_lock.unlock();
 }
 
 ObjectSet* ObjectSet::owner_of(void* ptr) {

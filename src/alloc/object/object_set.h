@@ -35,16 +35,29 @@ inline constexpr int MAX_SETS = 256;
 extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
 extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
 extern std::atomic<uint32_t> generation[MAX_SETS];
-// Its address names the calling thread among the live ones: a slab records its owner by
-// it, so a free recognises its own thread's slab without finding the heap first.
-extern ACHUNK_TLS char thread_marker;
+// Names the calling thread among the threads of this process, 1 (no slab's owner) until
+// the thread's first this_thread_marker(): its TLS address with the process's fork
+// generation in the top bits. A thread started in a forked child may be given the stack
+// and TLS block of one of the parent's threads, which the child lacks; the generation
+// keeps it from matching that thread's slabs. A slab records its owner by it, so a free
+// recognises its own thread's slab without finding the heap first.
+extern ACHUNK_TLS uintptr_t thread_marker;
 // Bumped each time the thread gives one of its heaps back: a cached heap pointer taken
 // under an older epoch may be gone.
 extern ACHUNK_TLS uint32_t heap_epoch;
+// Bumped in a forked child (ObjectSet::on_fork_child).
+extern std::atomic<uint32_t> fork_generation;
+const void* init_thread_marker();
 }  // namespace object_set_tls
 
 inline const void* this_thread_marker() {
-  return &object_set_tls::thread_marker;
+  const uintptr_t m = object_set_tls::thread_marker;
+  if (__builtin_expect(m == 1, 0)) return object_set_tls::init_thread_marker();
+  return reinterpret_cast<const void*>(m);
+}
+// For the free fast path: an owner is a set marker, so an unset one (1) matches none.
+inline bool owned_by_this_thread(const void* owner) {
+  return reinterpret_cast<uintptr_t>(owner) == object_set_tls::thread_marker;
 }
 
 // A slab is carved (its slots' headers written and listed) this many bytes at a time.
@@ -191,9 +204,13 @@ class ObjectSet {
   }
   int index() const { return index_; }
   ObjectMgr& object_mgr() { return mgr_; }
-  // fork(): every set's lock (and the registry's) held across the fork.
-  static void fork_lock_all();
-  static void fork_unlock_all();
+  // fork(): every set's locks (after the registry's, which keeps the set list still while
+  // it is held). A ThreadHeap's lock_ is not among them: a thread other than the heap's
+  // owner holds it only under heaps_lock_, so the child's thread finds its own heap free.
+  static void visit_all_fork_locks(ForkLockVisitor& v);
+  // In a forked child (from the atfork child handler): threads started from now on get
+  // markers of a new generation.
+  static void on_fork_child();
   // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
   // live objects are disowned for another heap to adopt once a free makes room. Runs at
   // thread exit; callers may also run it when a thread goes idle. Then settles the ready

@@ -175,7 +175,7 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
   const uint64_t h = load_header(ptr);
   store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
   // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
-  if (slab->owner_thread_.load(std::memory_order_relaxed) == this_thread_marker()) {
+  if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
     ThreadHeap::free_local(block, slab, ptr);
     return;
   }
@@ -203,7 +203,7 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
     return false;
   }
   Slab* slab = slab_of(block);
-  if (slab->owner_thread_.load(std::memory_order_relaxed) != this_thread_marker()) return false;
+  if (!owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) return false;
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
   store_header(ptr, h ^ IN_USE_TO_FREE);

@@ -129,6 +129,10 @@ CtxUsage g_scratch;
 
 }  // namespace
 
+void ObMallocAllocator::visit_usage_fork_locks(ForkLockVisitor& v) {
+  v.visit(g_scratch_lock, "usage_printer.scratch");
+}
+
 int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
   BufWriter w(buf, len);
   std::lock_guard<SpinLock> guard(g_scratch_lock);

@@ -1,0 +1,20 @@
+// Base layer: how a layer names the locks fork() must hold. Each layer that owns
+// such locks has one function passing every one of them to a ForkLockVisitor, outer locks
+// first (the order the layer nests them in); the wiring (src/global) calls all of those
+// functions, in layer order, into the one fork-lock registry. A lock that is not visited
+// is a lock a child may inherit held. Depends on spin_lock.h.
+#pragma once
+
+#include "achunk/base/spin_lock.h"
+
+namespace achunk {
+
+class ForkLockVisitor {
+ public:
+  virtual void visit(SpinLock& lock, const char* name) = 0;
+
+ protected:
+  ~ForkLockVisitor() = default;
+};
+
+}  // namespace achunk

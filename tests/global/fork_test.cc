@@ -1,0 +1,255 @@
+// fork() with the real handlers: the fork-lock registry is complete (a child forked while
+// any registry lock, or any operation that takes one, is busy in another thread still
+// allocates, prints usage, and creates and destroys a memory context).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "achunk/achunk.hpp"
+#include "alloc/object/object_set.h"
+#include "context/memory_context.h"
+#include "global/global.h"
+#include "global/ob_malloc.h"
+
+namespace achunk {
+namespace {
+
+struct Collect final : ForkLockVisitor {
+  std::vector<std::pair<SpinLock*, std::string>> locks;
+  void visit(SpinLock& lock, const char* name) override { locks.emplace_back(&lock, name); }
+};
+
+ContextParam param(const char* label) {
+  ContextParam p;
+  p.set_mem_attr(OB_SERVER_TENANT_ID, label, DEFAULT_CTX_ID);
+  return p;
+}
+
+volatile sig_atomic_t g_child_step = 0;
+
+// A hang fails the test, naming the step that hung (exit status 100 + step).
+void on_alarm(int) {
+  _exit(100 + g_child_step);
+}
+
+// What a child must still be able to do; 0 if all of it worked.
+int child_work() {
+  signal(SIGALRM, &on_alarm);
+  alarm(5);
+  static const int64_t sizes[] = {24, 3000, 40000, 1 << 20, 8 << 20};
+  for (int64_t n : sizes) {
+    g_child_step = g_child_step + 1;
+    void* p = ob_malloc(n, ObMemAttr(OB_SERVER_TENANT_ID, "fork_child"));
+    if (p == nullptr) return 1;
+    std::memset(p, 1, n);
+    ob_free(p);
+  }
+  static char buf[1 << 16];
+  g_child_step = 10;
+  if (global_malloc_allocator().print_usage(buf, sizeof(buf)) <= 0) return 2;
+  g_child_step = 11;
+  if (print_chunk_dump(buf, sizeof(buf)) <= 0) return 3;
+  g_child_step = 12;
+  auto ctx = MemoryContext::root().create_child(param("fork_child_ctx"));
+  if (!ctx.ok()) return 4;
+  g_child_step = 13;
+  void* q = ctx->allocf(100);
+  if (q == nullptr || !ctx->free(q).ok() || !ctx->destroy().ok()) return 5;
+  g_child_step = 14;
+  char err[64];
+  if (!set_option("memory_chunk_cache_size", "8M", err, sizeof(err))) return 6;
+  return 0;
+}
+
+// Forks, runs child_work() in the child; its exit status (or -1 if it did not exit).
+int fork_and_work() {
+  const pid_t pid = fork();
+  // exit_group directly: TSan's exit hook would report the parent's unjoined threads.
+  if (pid == 0) syscall(SYS_exit_group, child_work());
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+class ForkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    install_fork_handlers();
+    // An object set and a context exist before the registry is read.
+    ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_setup")));
+    auto ctx = MemoryContext::root().create_child(param("fork_setup_ctx"));
+    ASSERT_TRUE(ctx.ok());
+    ASSERT_TRUE(ctx->destroy().ok());
+  }
+};
+
+TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
+  Collect c;
+  visit_fork_locks(c);
+  std::set<std::string> names;
+  for (auto& [lock, name] : c.locks) names.insert(name);
+  for (const char* want :
+       {"options", "c_api.report", "memory_context.slots", "usage_printer.scratch",
+        "malloc_allocator.directory", "label.table", "object_set.registry", "object_set.heaps",
+        "object_mgr.shard", "chunk_mgr.cap", "chunk_mgr.free_list", "memory_context.root_tree",
+        "ob_allocator", "arena"}) {
+    EXPECT_EQ(names.count(want), 1u) << want;
+  }
+  EXPECT_EQ(fork_locks_held(), 0);
+}
+
+// For one lock of every kind: another thread holds it until fork's prepare handler waits
+// for it, then lets go; the child must find everything usable.
+TEST_F(ForkTest, ForkWhileEachRegistryLockIsHeld) {
+  Collect c;
+  visit_fork_locks(c);
+  std::set<std::string> tried;
+  for (size_t i = 0; i < c.locks.size(); ++i) {
+    auto& [lock, name] = c.locks[i];
+    if (!tried.insert(name).second) continue;
+    std::atomic<bool> holding{false};
+    std::thread holder([&, lock = lock, i] {
+      lock->lock();
+      holding.store(true);
+      while (fork_locks_held() != static_cast<int>(i)) sched_yield();
+      lock->unlock();
+    });
+    while (!holding.load()) sched_yield();
+    EXPECT_EQ(fork_and_work(), 0) << name;
+    holder.join();
+    EXPECT_FALSE(lock->held()) << name;
+  }
+  EXPECT_GT(tried.size(), 10u);
+}
+
+// Other threads run every operation that takes a fork lock while the main thread forks.
+TEST_F(ForkTest, ForkWhileEveryOperationRuns) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    std::vector<void*> live;
+    for (int64_t i = 0; !stop.load(); ++i) {
+      static const char* labels[] = {"fork_a", "fork_b", "fork_c", "fork_d"};
+      live.push_back(
+          ob_malloc(16 + (i * 7919) % 300000, ObMemAttr(OB_SERVER_TENANT_ID, labels[i % 4])));
+      if (live.size() > 64) {
+        for (void* p : live) ob_free(p);
+        live.clear();
+      }
+    }
+    for (void* p : live) ob_free(p);
+  });
+  threads.emplace_back([&] {
+    while (!stop.load()) {
+      auto ctx = MemoryContext::root().create_child(param("fork_busy_ctx"));
+      if (ctx.ok()) {
+        ctx->free(ctx->allocf(1000)).IgnoreError();
+        ctx->destroy().IgnoreError();
+      }
+    }
+  });
+  threads.emplace_back([&] {
+    static char buf[1 << 16];
+    char err[64];
+    for (int i = 0; !stop.load(); ++i) {
+      global_malloc_allocator().print_usage(buf, sizeof(buf));
+      print_chunk_dump(buf, sizeof(buf));
+      set_option("memory_chunk_cache_size", i % 2 ? "4M" : "16M", err, sizeof(err));
+      release_free_memory();
+      global_malloc_allocator().wash_stale_spans(0);
+    }
+  });
+  int failures = 0;
+  for (int i = 0; i < 60; ++i) {
+    const int status = fork_and_work();
+    EXPECT_EQ(status, 0) << "fork " << i;
+    failures += status != 0;
+  }
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+}
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool TSAN = true;
+#else
+constexpr bool TSAN = false;
+#endif
+
+// A slab's owner is a thread marker. In a child, new threads may be given the stacks (and
+// TLS blocks) of the parent's other threads, which do not exist there; a new thread must
+// not take their markers, or it would free "locally" into a dead thread's slabs.
+TEST_F(ForkTest, ChildThreadsNeverTakeADeadParentThreadsMarker) {
+  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
+  constexpr int N = 6;
+  std::atomic<const void*> markers[N];
+  std::atomic<int> ready{0};
+  std::atomic<bool> forked{false};
+  std::vector<std::thread> parents;
+  for (int i = 0; i < N; ++i) {
+    parents.emplace_back([&, i] {
+      ob_free(ob_malloc(64, ObMemAttr(OB_SERVER_TENANT_ID, "fork_marker")));
+      markers[i].store(this_thread_marker());
+      ready.fetch_add(1);
+      while (!forked.load()) sched_yield();
+    });
+  }
+  while (ready.load() != N) sched_yield();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    int clashes = 0;
+    for (int round = 0; round < 3 * N; ++round) {
+      const void* mine = nullptr;
+      std::thread t([&] {
+        ob_free(ob_malloc(64, ObMemAttr(OB_SERVER_TENANT_ID, "fork_marker")));
+        mine = this_thread_marker();
+      });
+      t.join();
+      for (auto& m : markers) clashes += m.load() == mine;
+    }
+    _exit(clashes == 0 ? 0 : 1);
+  }
+  forked.store(true);
+  for (auto& t : parents) t.join();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a child thread took a dead parent thread's marker";
+}
+
+// A child of a process with a release thread starts its own on its first allocation.
+TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstAllocation) {
+  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
+  char err[64];
+  ASSERT_TRUE(set_option("release_interval_ms", "100000", err, sizeof(err))) << err;
+  start_release_thread();
+  while (release_thread_signals_blocked() < 0) sched_yield();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);  // no release thread in the child: the wait below never ends
+    if (release_thread_signals_blocked() != -1) _exit(2);
+    ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_release")));
+    while (release_thread_signals_blocked() != 1) sched_yield();
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child's release thread never ran";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_TRUE(set_option("release_interval_ms", "0", err, sizeof(err)));
+}
+
+}  // namespace
+}  // namespace achunk
