@@ -1,10 +1,13 @@
 #include "achunk/chunk/achunk_mgr.h"
 
+#include <errno.h>
+
 #include <algorithm>
 #include <mutex>
 #include <new>
 
 #include "achunk/base/error_report.h"
+#include "achunk/chunk/chunk_registry.h"
 #include "achunk/base/tls.h"
 
 namespace achunk {
@@ -129,9 +132,16 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
       return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, err);
     }
   }
+  if (!chunk_registry::covers(p)) {
+    // Above the address range the registry covers: frees could not be checked.
+    [[maybe_unused]] const int rc = os_.unmap(p, aligned);
+    dec_hold(hold);
+    return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, ENOMEM);
+  }
   bump(slots_[idx].maps_);
   total_hold_.fetch_add(aligned, std::memory_order_relaxed);
   AChunk* chunk = new (p) AChunk();
+  chunk_registry::add(chunk);
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = true;
   return chunk;
@@ -141,6 +151,14 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   if (chunk == nullptr) return;
   if ((reinterpret_cast<uintptr_t>(chunk) & (ACHUNK_ALIGN - 1)) != 0) {
     report_error(ErrorKind::INVALID_FREE, chunk, "not the start of a chunk (not 2 MiB aligned)");
+    return;
+  }
+  if (!chunk_registry::is_chunk(chunk)) {
+    if (chunk_registry::was_released(chunk)) {
+      report_error(ErrorKind::DOUBLE_FREE, chunk, "chunk is already free and unmapped");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, chunk, "no chunk achunk mapped starts there");
+    }
     return;
   }
   // A load and a store, not a CAS: a locked instruction here would cost more than the
@@ -209,6 +227,7 @@ void AChunkMgr::unmap_chunk(AChunk* chunk, int idx) {
   const int64_t aligned = chunk->aligned();
   const int64_t hold = chunk->hold();
   chunk->magic_.store(0, std::memory_order_relaxed);
+  chunk_registry::remove(chunk);
   // A failed munmap (ENOMEM when it would split a mapping past vm.max_map_count) leaves
   // the range mapped, but it is unreachable either way, so accounting treats it as gone.
   [[maybe_unused]] const int rc = os_.unmap(chunk, aligned);

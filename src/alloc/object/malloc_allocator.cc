@@ -8,6 +8,7 @@
 #include "achunk/base/alloc_failure.h"
 #include "achunk/base/error_report.h"
 #include "achunk/base/tls.h"
+#include "achunk/chunk/chunk_registry.h"
 #include "alloc/object/label.h"
 #include "alloc/object/object_check.h"
 
@@ -35,11 +36,35 @@ AChunk* fail(AllocFailKind kind, int64_t size) {
   return nullptr;
 }
 
-// The object header of a pointer ob_malloc handed out, after checking the chunk and
-// block headers on the way; 0 (after a report) when it is not one.
+// Whether ptr, in a chunk of ours that holds no live span for it, is where an object
+// of a span given back since started: a freed object whose pages may be washed (zero).
+bool freed_object_at(AChunk* chunk, void* ptr) {
+  if (header_state(load_header(ptr)) == ObjectState::FREE) return true;
+  if (!chunk->is_cached() &&
+      !(chunk->is_valid() && chunk_meta(chunk)->kind_ == BlockSet::OWNER_OBJECT_SET)) {
+    return false;
+  }
+  // A big object's user pointer is 16 bytes into its span, and spans start at blocks.
+  const int64_t off =
+      static_cast<char*>(ptr) - 2 * AOBJECT_HEADER_SIZE - static_cast<char*>(chunk->data());
+  return off >= 0 && off % ABLOCK_SIZE == 0;
+}
+
+// The object header of a pointer ob_malloc handed out, after checking the registry and
+// the chunk and block headers on the way; 0 (after a report) when it is not one. Reads
+// no memory outside a chunk the registry knows.
 uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
     report_error(ErrorKind::INVALID_FREE, ptr, "not 16-byte aligned: not from ob_malloc");
+    return 0;
+  }
+  if (!chunk_registry::is_chunk(header_of(ptr))) {
+    if (chunk_registry::was_released(header_of(ptr))) {
+      report_error(ErrorKind::DOUBLE_FREE, ptr, "its chunk was freed and unmapped: already freed");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, ptr,
+                   "no chunk of achunk holds it (static, stack, foreign or interior memory)");
+    }
     return 0;
   }
   AChunk* chunk = AChunk::ptr2chunk(header_of(ptr));
@@ -48,15 +73,26 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
                       ? BlockSet::ptr2block(header_of(ptr))
                       : nullptr;
   if (block == nullptr || !block->in_use()) {
-    const char* why = chunk->is_valid() && meta->kind_ == BlockSet::OWNER_PAGE_MANAGER
-                          ? "memory of a context's page manager: free it through its context"
-                          : "no ob_malloc chunk or block holds it";
-    report_error(ErrorKind::INVALID_FREE, ptr, why);
+    if (chunk->is_valid() && meta->kind_ == BlockSet::OWNER_PAGE_MANAGER) {
+      report_error(ErrorKind::INVALID_FREE, ptr,
+                   "memory of a context's page manager: free it through its context");
+    } else if (freed_object_at(chunk, ptr)) {
+      report_object(ErrorKind::DOUBLE_FREE, ptr, load_header(ptr),
+                    "object is already free (its span or chunk too)");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, ptr, "no ob_malloc chunk or block holds it");
+    }
     return 0;
   }
   if (slab_of(block)->sc_ == Slab::FOREIGN) {
     report_error(ErrorKind::INVALID_FREE, ptr,
                  "memory of a memory context: free it through its context");
+    return 0;
+  }
+  // An aligned pointer's pad header leads to its object, which the caller checks.
+  if (header_state(load_header(ptr)) != ObjectState::ALIGNED &&
+      !ObjectSet::is_object_start(ptr, block)) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "not the start of an object ob_malloc handed out");
     return 0;
   }
   if (block_out != nullptr) *block_out = block;
@@ -254,7 +290,14 @@ int64_t ObMallocAllocator::get_size(void* ptr) {
 int64_t ObMallocAllocator::usable_size(void* ptr) {
   const uint64_t h = checked_header(ptr);
   if (h == 0) return -1;
-  if (header_state(h) == ObjectState::ALIGNED) return get_size(ptr);
+  if (header_state(h) == ObjectState::ALIGNED) {
+    const int64_t size = get_size(ptr);
+    const uint64_t raw_h = load_header(static_cast<char*>(ptr) - header_size(h));
+    const char* what = "tail canary of aligned object overwritten";
+    return check_tail(ptr, raw_h, static_cast<uint32_t>(size), what) ? size : -1;
+  }
+  // The canary is checked before it moves, or an overrun so far would go unseen.
+  if (!check_tail(ptr, h, header_size(h), "tail canary overwritten")) return -1;
   // Callers may write every byte we report, so the object first grows to fill its slot
   // and its canary moves to the slot's end; the overrun check stays exact.
   const int64_t capacity = std::min(ObjectSet::usable_size(ptr), AOBJECT_MAX_SIZE);

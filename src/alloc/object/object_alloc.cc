@@ -35,6 +35,15 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
   return block != nullptr ? slot_start_user(block) : nullptr;
 }
 
+bool ObjectSet::is_object_start(const void* ptr, ABlock* block) {
+  const Slab* slab = slab_of(block);
+  if (slab->sc_ == Slab::BIG) return ptr == slot_start_user(block);
+  if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return false;
+  const int64_t off = static_cast<const char*>(ptr) - static_cast<char*>(slot_start_user(block));
+  const int64_t slot = class_slot_size(slab->sc_);
+  return off >= 0 && off % slot == 0 && off / slot < slab->carved_.load(std::memory_order_acquire);
+}
+
 bool ObjectSet::born_zero(void* ptr) {
   const Slab* slab = slab_of(BlockSet::ptr2block(header_of(ptr)));
   return slab->sc_ == Slab::BIG && slab->born_zero_;

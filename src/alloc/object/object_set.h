@@ -145,6 +145,9 @@ class ObjectSet {
   static bool carve(ABlock* block);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
+  // Whether `ptr` is where an object of the in-use span `block` starts (a carved slot of
+  // a slab, or a big object), not inside one.
+  static bool is_object_start(const void* ptr, ABlock* block);
   // Whether the object at `ptr` (a live object of any set) read as zero when it was
   // handed out: a big object carved from pages untouched since mapped or washed. calloc
   // asks, right after the allocation, so it need not fault those pages in to zero them.

@@ -13,6 +13,7 @@
 #include <atomic>
 
 #include "achunk/base/spin_lock.h"
+#include "achunk/chunk/chunk_registry.h"
 #include "alloc/object/object_set.h"
 
 namespace achunk {
@@ -183,11 +184,11 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
 }
 
 inline bool ObjectSet::try_free_fast(void* ptr) {
+  // The registry before any header read: a unit without a chunk of ours may be unmapped.
+  // The branch predicts taken, so the header loads below need not wait for its load.
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || !chunk_registry::is_chunk(ptr)) return false;
   AChunk* chunk = AChunk::ptr2chunk(ptr);
-  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || !chunk->is_valid() ||
-      chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) {
-    return false;
-  }
+  if (!chunk->is_valid() || chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
   // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
   // header is inside the chunk's block area.
   const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -

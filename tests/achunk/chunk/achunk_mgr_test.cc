@@ -250,9 +250,28 @@ TEST_F(AChunkMgrErrorTest, InvalidFreeIsReported) {
   alignas(ACHUNK_ALIGN) static char fake_chunk[sizeof(AChunk)] = {};
   mgr_.free_chunk(reinterpret_cast<AChunk*>(fake_chunk));
   EXPECT_EQ(CapturedError::count, 2);
-  EXPECT_NE(CapturedError::message.find("bad magic"), std::string::npos);
+  EXPECT_NE(CapturedError::message.find("no chunk achunk mapped"), std::string::npos);
+  // A chunk of ours whose header was overwritten.
+  a->magic_.store(0x12345678);
   mgr_.free_chunk(a);
-  EXPECT_EQ(CapturedError::count, 2);
+  EXPECT_EQ(CapturedError::count, 3);
+  EXPECT_NE(CapturedError::message.find("bad magic"), std::string::npos);
+  a->magic_.store(AChunk::MAGIC_CODE);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(CapturedError::count, 3);
+  expect_consistent();
+}
+
+// A huge chunk is unmapped at once; freeing it again must not read its header.
+TEST_F(AChunkMgrErrorTest, FreeOfAnUnmappedChunkIsADoubleFree) {
+  AChunk* a = mgr_.alloc_chunk(AChunkMgr::MAX_LARGE_ACHUNK_SIZE + ACHUNK_ALIGN);
+  ASSERT_NE(a, nullptr);
+  mgr_.free_chunk(a);
+  ASSERT_EQ(os_.live_mappings(), 0);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(CapturedError::count, 1);
+  EXPECT_EQ(CapturedError::kind, ErrorKind::DOUBLE_FREE);
+  EXPECT_NE(CapturedError::message.find("already free and unmapped"), std::string::npos);
   expect_consistent();
 }
 
