@@ -305,5 +305,25 @@ TEST_F(AChunkMgrTest, ApplyOptionChangesThatOptionAlone) {
   EXPECT_EQ(mgr_.get_chunk_cache_ttl_ms(), 5000);
 }
 
+// A placed chunk: its second 2 MiB unit starts at a multiple of head_align; the lead
+// before it is mapped and unmapped with it, never cached.
+TEST_F(ChunkMgrTest, HeadAlignPlacesTheChunk) {
+  for (int64_t head_align : {int64_t{4} << 20, int64_t{16} << 20}) {
+    AChunk* c = mgr_.alloc_chunk(ACHUNK_SIZE, head_align);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ((reinterpret_cast<uintptr_t>(c) + ACHUNK_ALIGN) % head_align, 0u);
+    EXPECT_EQ(c->lead_, head_align - ACHUNK_ALIGN);
+    EXPECT_EQ(mgr_.get_hold(), c->hold());
+    EXPECT_EQ(os_.mapped_bytes(), c->aligned() + c->lead_);
+    expect_consistent();
+    mgr_.free_chunk(c);
+    EXPECT_EQ(os_.live_mappings(), 0);
+    EXPECT_EQ(mgr_.get_hold(), 0);
+    expect_consistent();
+  }
+  EXPECT_EQ(mgr_.alloc_chunk(ACHUNK_SIZE, (int64_t{3} << 20)), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT);
+}
+
 }  // namespace
 }  // namespace achunk::testing
