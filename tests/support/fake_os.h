@@ -29,7 +29,9 @@ class FakeOs final : public Os {
       *err = ENOMEM;
       return nullptr;
     }
-    void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(size));
+    // aligned_alloc wants a multiple of the alignment (a placed chunk's is not).
+    const int64_t rounded = (size + align - 1) / align * align;
+    void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(rounded));
     if (p == nullptr) {
       *err = ENOMEM;
       return nullptr;
