@@ -116,6 +116,7 @@ AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t ho
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = false;
   chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
+  chunk_registry::add(chunk);
   return chunk;
 }
 
@@ -168,7 +169,7 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   }
   if (!chunk_registry::is_chunk(chunk)) {
     if (chunk_registry::was_released(chunk)) {
-      report_error(ErrorKind::DOUBLE_FREE, chunk, "chunk is already free and unmapped");
+      report_error(ErrorKind::DOUBLE_FREE, chunk, "chunk is already free (cached or unmapped)");
     } else {
       report_error(ErrorKind::INVALID_FREE, chunk, "no chunk achunk mapped starts there");
     }
@@ -187,6 +188,7 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
     return;
   }
   chunk->magic_.store(AChunk::CACHED_CODE, std::memory_order_relaxed);
+  chunk_registry::remove(chunk);
   const int64_t hold = chunk->hold();
   const int idx = chunk->lead_ > 0 ? HUGE_SLOT : slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();

@@ -1,8 +1,9 @@
 // Chunk layer: the chunk registry, one bit per 2 MiB unit of the address space, set
-// while a chunk starting at that unit is mapped. A pointer is checked against it before
-// any chunk header is read, so a free of memory achunk never mapped (static data, a
-// stack, a foreign mapping, a released chunk) is reported instead of faulting. A second
-// bit marks units whose chunk was unmapped and not mapped again, so a late free of a
+// while a chunk starting at that unit is handed out (not while it rests in the cache).
+// A pointer is checked against it before any chunk header is read, so a free of memory
+// achunk never mapped (static data, a stack, a foreign mapping, a released chunk) is
+// reported instead of faulting, and a set bit also proves the chunk live. A second bit
+// marks units whose chunk was freed and not handed out again, so a late free of a
 // released chunk reads as "already freed". Both arrays are zero-initialised statics:
 // their pages are touched only where chunks live. Depends on achunk_header.h.
 #pragma once
@@ -30,21 +31,29 @@ inline constexpr uint64_t WORDS = UNITS / 64;
 extern std::atomic<uint64_t> live_bits[WORDS];
 extern std::atomic<uint64_t> released_bits[WORDS];
 
-// Whether a chunk is mapped at the 2 MiB unit holding `addr`. One load, no lock; never
+// The address bits above the covered range: an address with any of them set is no chunk.
+inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
+
+// is_chunk for an address the caller has checked against OUT_OF_RANGE (the free fast
+// path folds that into its alignment test).
+inline bool is_chunk_in_range(uintptr_t addr) {
+  const uint64_t unit = addr >> UNIT_SHIFT;
+  return ((live_bits[unit / 64].load(std::memory_order_relaxed) >> (unit % 64)) & 1) != 0;
+}
+// Whether a live chunk starts at the 2 MiB unit holding `addr`. One load, no lock; never
 // reads memory outside the registry.
 inline bool is_chunk(uintptr_t addr) {
-  const uint64_t unit = addr >> UNIT_SHIFT;
-  if (unit >= UNITS) return false;
-  return ((live_bits[unit / 64].load(std::memory_order_relaxed) >> (unit % 64)) & 1) != 0;
+  return (addr & OUT_OF_RANGE) == 0 && is_chunk_in_range(addr);
 }
 inline bool is_chunk(const void* p) {
   return is_chunk(reinterpret_cast<uintptr_t>(p));
 }
-// Whether the chunk that started at `addr`'s unit was unmapped and nothing mapped since.
+// Whether the chunk that started at `addr`'s unit was freed and not handed out since.
 bool was_released(const void* p);
 // Whether a chunk at `chunk` can be registered (its address is in range).
 bool covers(const void* chunk);
-// AChunkMgr calls these right after mapping and right before unmapping a chunk.
+// AChunkMgr calls these when it hands a chunk out (mapped or from the cache), and when
+// it takes one back (to the cache or to unmap), before anything else touches it.
 void add(const void* chunk);
 void remove(const void* chunk);
 

@@ -60,7 +60,7 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   }
   if (!chunk_registry::is_chunk(header_of(ptr))) {
     if (chunk_registry::was_released(header_of(ptr))) {
-      report_error(ErrorKind::DOUBLE_FREE, ptr, "its chunk was freed and unmapped: already freed");
+      report_error(ErrorKind::DOUBLE_FREE, ptr, "its chunk was freed: already freed");
     } else {
       report_error(ErrorKind::INVALID_FREE, ptr,
                    "no chunk of achunk holds it (static, stack, foreign or interior memory)");
