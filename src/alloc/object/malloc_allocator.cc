@@ -36,14 +36,11 @@ AChunk* fail(AllocFailKind kind, int64_t size) {
   return nullptr;
 }
 
-// Whether ptr, in a chunk of ours that holds no live span for it, is where an object
-// of a span given back since started: a freed object whose pages may be washed (zero).
+// Whether ptr, in a live chunk of ours that holds no live span for it, is where an
+// object of a span given back since started: a freed object whose pages may be washed.
 bool freed_object_at(AChunk* chunk, void* ptr) {
   if (header_state(load_header(ptr)) == ObjectState::FREE) return true;
-  if (!chunk->is_cached() &&
-      !(chunk->is_valid() && chunk_meta(chunk)->kind_ == BlockSet::OWNER_OBJECT_SET)) {
-    return false;
-  }
+  if (!chunk->is_valid() || chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
   // A big object's user pointer is 16 bytes into its span, and spans start at blocks.
   const int64_t off =
       static_cast<char*>(ptr) - 2 * AOBJECT_HEADER_SIZE - static_cast<char*>(chunk->data());
