@@ -14,8 +14,11 @@ extern "C" {
 
 /* Same contracts as glibc's: NULL with errno ENOMEM on failure, malloc(0) is a unique
  * pointer, realloc(p, 0) frees p and returns NULL, posix_memalign returns EINVAL for an
- * alignment that is not a power-of-two multiple of sizeof(void*). Alignments above
- * 1 MiB are refused (EINVAL). */
+ * alignment that is not a power-of-two multiple of sizeof(void*), aligned_alloc sets
+ * EINVAL for one that is not a power of two, memalign for one above 2^63 (it rounds
+ * others up). Sizes up to 32 TiB, any power-of-two alignment up to 1 TiB; above, ENOMEM.
+ * free and malloc_usable_size of a pointer achunk did not hand out (static, stack,
+ * foreign memory, inside an object, already freed) print one line naming it and abort. */
 void* achunk_malloc(size_t size);
 void achunk_free(void* ptr);
 void* achunk_calloc(size_t count, size_t size);

@@ -112,14 +112,14 @@ void ObPageManager::free_block(ABlock* block) {
   block_set_.free_block(block);
 }
 
-AChunk* ObPageManager::alloc_chunk(int64_t size) {
-  if (cached_ != nullptr && chunk_aligned_size(size) == ACHUNK_ALIGN) {
+AChunk* ObPageManager::alloc_chunk(int64_t size, int64_t head_align) {
+  if (cached_ != nullptr && head_align == 0 && chunk_aligned_size(size) == ACHUNK_ALIGN) {
     AChunk* chunk = cached_;
     cached_ = nullptr;
     chunk->alloc_bytes_ = size;
     return chunk;
   }
-  return ta_.alloc_chunk(size);
+  return ta_.alloc_chunk(size, head_align);
 }
 
 void ObPageManager::free_chunk(AChunk* chunk) {

@@ -43,7 +43,7 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   void on_thread_exit();
 
  private:
-  AChunk* alloc_chunk(int64_t size) override;
+  AChunk* alloc_chunk(int64_t size, int64_t head_align) override;
   void free_chunk(AChunk* chunk) override;
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
   int64_t now_us() override { return ta_.now_us(); }

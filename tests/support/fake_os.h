@@ -24,12 +24,14 @@ class FakeOs final : public Os {
   void* map_aligned(int64_t size, int64_t align, int* err) override {
     std::lock_guard<std::mutex> g(mu_);
     ++map_calls_;
-    if (fail_maps_ > 0) {
-      --fail_maps_;
+    if (map_calls_ == fail_map_at_ || fail_maps_ > 0) {
+      if (map_calls_ != fail_map_at_) --fail_maps_;
       *err = ENOMEM;
       return nullptr;
     }
-    void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(size));
+    // aligned_alloc wants a multiple of the alignment (a placed chunk's is not).
+    const int64_t rounded = (size + align - 1) / align * align;
+    void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(rounded));
     if (p == nullptr) {
       *err = ENOMEM;
       return nullptr;
@@ -45,6 +47,10 @@ class FakeOs final : public Os {
     {
       std::lock_guard<std::mutex> g(mu_);
       ++unmap_calls_;
+      if (unmap_calls_ == fail_unmap_at_) {  // the kernel's: the range stays mapped
+        ++failed_unmaps_;
+        return ENOMEM;
+      }
       auto it = live_.find(addr);
       if (it == live_.end() || it->second != size) {
         ++bad_unmaps_;
@@ -77,8 +83,8 @@ class FakeOs final : public Os {
   int release_pages(void* addr, int64_t size) override {
     std::lock_guard<std::mutex> g(mu_);
     ++release_calls_;
-    if (fail_releases_ > 0) {
-      --fail_releases_;
+    if (release_calls_ == fail_release_at_ || fail_releases_ > 0) {
+      if (release_calls_ != fail_release_at_) --fail_releases_;
       return EAGAIN;
     }
     if (zero_fill_) std::memset(addr, 0, static_cast<size_t>(size));  // MADV_DONTNEED's
@@ -112,6 +118,20 @@ class FakeOs final : public Os {
     std::lock_guard<std::mutex> g(mu_);
     fail_releases_ = n;
   }
+  // Only the k-th call of that kind from now (1-based) fails; 0 clears it.
+  enum class Call { MAP, RELEASE, UNMAP };
+  void fail_nth(Call call, int64_t k) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (call == Call::MAP) fail_map_at_ = k > 0 ? map_calls_ + k : 0;
+    if (call == Call::RELEASE) fail_release_at_ = k > 0 ? release_calls_ + k : 0;
+    if (call == Call::UNMAP) fail_unmap_at_ = k > 0 ? unmap_calls_ + k : 0;
+  }
+  int64_t calls(Call call) const {
+    std::lock_guard<std::mutex> g(mu_);
+    return call == Call::MAP ? map_calls_ : call == Call::RELEASE ? release_calls_ : unmap_calls_;
+  }
+  // Unmaps that failed on demand (their ranges are still in mapped_bytes()).
+  int64_t failed_unmaps() const { return locked(failed_unmaps_); }
   // Runs after every successful unmap, outside the fake's own lock.
   void set_unmap_hook(std::function<void()> hook) {
     std::lock_guard<std::mutex> g(mu_);
@@ -140,6 +160,10 @@ class FakeOs final : public Os {
   std::function<void()> unmap_hook_;
   int fail_maps_ = 0;
   int fail_releases_ = 0;
+  int64_t fail_map_at_ = 0;
+  int64_t fail_release_at_ = 0;
+  int64_t fail_unmap_at_ = 0;
+  int64_t failed_unmaps_ = 0;
   bool zero_fill_ = true;
   int64_t map_calls_ = 0;
   int64_t unmap_calls_ = 0;

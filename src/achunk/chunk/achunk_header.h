@@ -57,6 +57,9 @@ struct AChunk {
   // reads as zero and is not resident (calloc skips its memset). False for a chunk that
   // comes back from the cache, whatever it held.
   bool fresh_ = false;
+  // Bytes mapped before the chunk to place it (AChunkMgr::alloc_chunk's head_align);
+  // unmapped with it. 0 for every other chunk.
+  int64_t lead_ = 0;
 };
 
 static_assert(sizeof(AChunk) <= ACHUNK_HEADER_SIZE);

@@ -1,11 +1,14 @@
 #include "achunk/chunk/achunk_mgr.h"
 
+#include <errno.h>
+
 #include <algorithm>
 #include <mutex>
 #include <new>
 
 #include "achunk/base/error_report.h"
 #include "achunk/base/tls.h"
+#include "achunk/chunk/chunk_registry.h"
 
 namespace achunk {
 
@@ -57,12 +60,19 @@ AChunk* AChunkMgr::fail(AllocFailKind kind, int64_t size, int sys_errno) {
   return nullptr;
 }
 
-AChunk* AChunkMgr::alloc_chunk(int64_t size) {
+AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
   if (size <= 0 || size > ACHUNK_MAX_ALLOC_SIZE) {
     return fail(AllocFailKind::INVALID_SIZE, size, 0);
   }
   const int64_t aligned = chunk_aligned_size(size);
   const int64_t hold = chunk_hold_size(size);
+  if (head_align > ACHUNK_ALIGN) {
+    if ((head_align & (head_align - 1)) != 0 || head_align > ACHUNK_MAX_ALLOC_SIZE) {
+      return fail(AllocFailKind::INVALID_ARGUMENT, size, 0);
+    }
+    // Never cached nor taken from the cache: its place is part of the request.
+    return map_new_chunk(size, aligned, hold, HUGE_SLOT, head_align - ACHUNK_ALIGN);
+  }
   const int idx = slot_index(aligned, thread_way());
   if (idx != HUGE_SLOT) {
     if (AChunk* cached = pop_chunk_with_size(idx)) {
@@ -106,10 +116,12 @@ AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t ho
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = false;
   chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
+  chunk_registry::add(chunk);
   return chunk;
 }
 
-AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx) {
+AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx,
+                                 int64_t lead) {
   if (!try_inc_hold(hold)) {
     // Over the soft limit: sacrifice the cache, largest chunks first, before failing.
     bool charged = false;
@@ -117,21 +129,33 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
     if (!charged) return fail(AllocFailKind::SERVER_LIMIT, size, 0);
   }
   int err = 0;
-  void* p = os_.map_aligned(aligned, ACHUNK_ALIGN, &err);
+  // With a lead, the mapping starts at a multiple of lead + 2 MiB and the chunk `lead`
+  // bytes into it, so the chunk's second 2 MiB unit starts at that multiple.
+  const int64_t map_bytes = aligned + lead;
+  const int64_t map_align = lead > 0 ? lead + ACHUNK_ALIGN : ACHUNK_ALIGN;
+  void* p = os_.map_aligned(map_bytes, map_align, &err);
   if (p == nullptr) {
     // Physical memory or map count ran out: flush the cache once and retry.
     dec_hold(hold);
     sync_wash();
     if (!try_inc_hold(hold)) return fail(AllocFailKind::SERVER_LIMIT, size, 0);
-    p = os_.map_aligned(aligned, ACHUNK_ALIGN, &err);
+    p = os_.map_aligned(map_bytes, map_align, &err);
     if (p == nullptr) {
       dec_hold(hold);
       return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, err);
     }
   }
+  if (!chunk_registry::covers(static_cast<char*>(p) + lead)) {
+    // Above the address range the registry covers: frees could not be checked.
+    [[maybe_unused]] const int rc = os_.unmap(p, map_bytes);
+    dec_hold(hold);
+    return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, ENOMEM);
+  }
   bump(slots_[idx].maps_);
-  total_hold_.fetch_add(aligned, std::memory_order_relaxed);
-  AChunk* chunk = new (p) AChunk();
+  total_hold_.fetch_add(map_bytes, std::memory_order_relaxed);
+  AChunk* chunk = new (static_cast<char*>(p) + lead) AChunk();
+  chunk->lead_ = lead;
+  chunk_registry::add(chunk);
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = true;
   return chunk;
@@ -141,6 +165,14 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   if (chunk == nullptr) return;
   if ((reinterpret_cast<uintptr_t>(chunk) & (ACHUNK_ALIGN - 1)) != 0) {
     report_error(ErrorKind::INVALID_FREE, chunk, "not the start of a chunk (not 2 MiB aligned)");
+    return;
+  }
+  if (!chunk_registry::is_chunk(chunk)) {
+    if (chunk_registry::was_released(chunk)) {
+      report_error(ErrorKind::DOUBLE_FREE, chunk, "chunk is already free (cached or unmapped)");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, chunk, "no chunk achunk mapped starts there");
+    }
     return;
   }
   // A load and a store, not a CAS: a locked instruction here would cost more than the
@@ -156,8 +188,9 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
     return;
   }
   chunk->magic_.store(AChunk::CACHED_CODE, std::memory_order_relaxed);
+  chunk_registry::remove(chunk);
   const int64_t hold = chunk->hold();
-  const int idx = slot_index(chunk->aligned(), thread_way());
+  const int idx = chunk->lead_ > 0 ? HUGE_SLOT : slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();
   if (!try_cache(chunk, idx, hold, now)) unmap_chunk(chunk, idx);
   maybe_evict_one(now);
@@ -206,14 +239,16 @@ int64_t AChunkMgr::get_freelist_hold() const {
 }
 
 void AChunkMgr::unmap_chunk(AChunk* chunk, int idx) {
-  const int64_t aligned = chunk->aligned();
+  const int64_t lead = chunk->lead_;
+  const int64_t map_bytes = chunk->aligned() + lead;
   const int64_t hold = chunk->hold();
   chunk->magic_.store(0, std::memory_order_relaxed);
+  chunk_registry::remove(chunk);
   // A failed munmap (ENOMEM when it would split a mapping past vm.max_map_count) leaves
   // the range mapped, but it is unreachable either way, so accounting treats it as gone.
-  [[maybe_unused]] const int rc = os_.unmap(chunk, aligned);
+  [[maybe_unused]] const int rc = os_.unmap(reinterpret_cast<char*>(chunk) - lead, map_bytes);
   bump(slots_[idx].unmaps_);
-  total_hold_.fetch_sub(aligned, std::memory_order_relaxed);
+  total_hold_.fetch_sub(map_bytes, std::memory_order_relaxed);
   dec_hold(hold);
 }
 

@@ -36,7 +36,12 @@ class AChunkMgr {
 
   // A chunk whose data() has room for `size` bytes, or nullptr with the reason in
   // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one.
-  AChunk* alloc_chunk(int64_t size);
+  // With `head_align` (a power of two above 2 MiB) the chunk is a fresh mapping placed
+  // so that its second 2 MiB unit starts at a multiple of head_align: an object there is
+  // that aligned, and its header, just below, is in the chunk's first unit. The mapping
+  // starts head_align - 2 MiB bytes before the chunk (AChunk::lead_): address space
+  // only, never touched nor charged.
+  AChunk* alloc_chunk(int64_t size, int64_t head_align = 0);
   // Caches the chunk (or unmaps it when the cache is full), then unmaps at most one other
   // cached chunk that has idled for chunk_cache_ttl_ms. A pointer that is not a live
   // chunk is reported through report_error() and otherwise ignored.
@@ -116,7 +121,7 @@ class AChunkMgr {
   void dec_hold(int64_t bytes) { hold_.fetch_sub(bytes, std::memory_order_relaxed); }
   AChunk* pop_chunk_with_size(int idx);
   AChunk* reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold);
-  AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx);
+  AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx, int64_t lead = 0);
   AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
   bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
   // Takes a chunk just popped from slot idx off the cache accounting.

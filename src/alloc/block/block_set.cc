@@ -174,7 +174,7 @@ ABlock* BlockSet::take_chunk(AChunk* chunk) {
 }
 
 bool BlockSet::add_chunk() {
-  AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE);
+  AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE, 0);
   if (chunk == nullptr) return false;
   ABlock* block = take_chunk(chunk);
   block->nblocks_ = MAX_SPAN;
@@ -184,8 +184,8 @@ bool BlockSet::add_chunk() {
   return true;
 }
 
-ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed) {
-  AChunk* chunk = source_.alloc_chunk(bytes);
+ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align) {
+  AChunk* chunk = source_.alloc_chunk(bytes, head_align);
   if (chunk == nullptr) return nullptr;
   if (zeroed != nullptr) *zeroed = chunk->fresh_;
   ABlock* block = take_chunk(chunk);
@@ -200,7 +200,7 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
   free_streak_ = 0;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
-  if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed);
+  if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed, 0);
   const int n = static_cast<int>(n64);
   int k = find_free(n);
   if (k < 0) {

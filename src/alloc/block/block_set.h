@@ -30,6 +30,8 @@ class BlockSet {
   // in last_alloc_failure()). *zeroed (when given) tells whether the span's pages are
   // untouched since mapped or washed, so its bytes read as zero without a memset.
   ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr);
+  // A span that is a chunk of its own, placed per `head_align` (AChunkMgr::alloc_chunk).
+  ABlock* alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align);
   // `wash`: the free span it forms is washed (its dirty part) whatever its length, unless
   // the source's span idle time is negative.
   void free_block(ABlock* block, bool wash = false);
@@ -104,7 +106,6 @@ class BlockSet {
   // its memory in such a run, often the last calls before the server goes quiet.
   static constexpr int WASH_STREAK = 8;
 
-  ABlock* alloc_dedicated(int64_t bytes, bool* zeroed);
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
   ABlock* take_chunk(AChunk* chunk);
   bool add_chunk();

@@ -12,7 +12,8 @@ class ChunkSource {
  public:
   virtual ~ChunkSource() = default;
   // A chunk with room for `size` payload bytes, or nullptr with last_alloc_failure() set.
-  virtual AChunk* alloc_chunk(int64_t size) = 0;
+  // `head_align`: see AChunkMgr::alloc_chunk (0 for any chunk).
+  virtual AChunk* alloc_chunk(int64_t size, int64_t head_align) = 0;
   virtual void free_chunk(AChunk* chunk) = 0;
   // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
@@ -37,7 +38,9 @@ class DirectChunkSource final : public ChunkSource {
  public:
   explicit DirectChunkSource(AChunkMgr& mgr) : mgr_(mgr) {}
   void set_span_idle_ms(int64_t ms) { span_idle_us_ = span_idle_ms_to_us(ms); }
-  AChunk* alloc_chunk(int64_t size) override { return mgr_.alloc_chunk(size); }
+  AChunk* alloc_chunk(int64_t size, int64_t head_align) override {
+    return mgr_.alloc_chunk(size, head_align);
+  }
   void free_chunk(AChunk* chunk) override { mgr_.free_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
   int64_t now_us() override { return mgr_.now_us(); }

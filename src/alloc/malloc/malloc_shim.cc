@@ -1,22 +1,26 @@
 #include "alloc/malloc/malloc_shim.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace achunk {
 
 namespace {
 
-constexpr size_t MAX_ALIGN = size_t{1} << 20;
 constexpr size_t PAGE = 4096;
 
-bool valid_alignment(size_t a) {
-  return a != 0 && (a & (a - 1)) == 0 && a <= MAX_ALIGN;
+bool power_of_two(size_t a) {
+  return a != 0 && (a & (a - 1)) == 0;
 }
 
 }  // namespace
 
+// A valid alignment achunk cannot serve (above MAX_ALIGN) fails like an allocation.
 void* MallocShim::aligned(size_t alignment, size_t size) {
-  if (size > static_cast<size_t>(AOBJECT_MAX_SIZE)) return fail_enomem();
+  if (size > static_cast<size_t>(OBJECT_MAX_SIZE) ||
+      alignment > static_cast<size_t>(ObMallocAllocator::MAX_ALIGN)) {
+    return fail_enomem();
+  }
   void* p = allocator_.alloc_align(static_cast<int64_t>(alignment), static_cast<int64_t>(size),
                                    GLIBC_ATTR);
   return p != nullptr ? p : fail_enomem();
@@ -41,7 +45,7 @@ void* MallocShim::realloc(void* ptr, size_t size) {
     free(ptr);
     return nullptr;
   }
-  if (size > static_cast<size_t>(AOBJECT_MAX_SIZE)) return fail_enomem();
+  if (size > static_cast<size_t>(OBJECT_MAX_SIZE)) return fail_enomem();
   void* p = allocator_.realloc(ptr, static_cast<int64_t>(size), GLIBC_ATTR);
   return p != nullptr ? p : fail_enomem();
 }
@@ -53,18 +57,19 @@ void* MallocShim::reallocarray(void* ptr, size_t count, size_t size) {
 }
 
 void* MallocShim::memalign(size_t alignment, size_t size) {
-  // glibc rounds a non-power-of-two alignment up rather than failing.
-  size_t a = alignment < 16 ? 16 : alignment;
-  if ((a & (a - 1)) != 0) a = size_t{1} << (64 - __builtin_clzll(a));
-  if (a > MAX_ALIGN) {
+  // glibc refuses what no power of two covers, and rounds any other non-power-of-two
+  // alignment up rather than failing.
+  if (alignment > SIZE_MAX / 2 + 1) {
     errno = EINVAL;
     return nullptr;
   }
+  size_t a = alignment < 16 ? 16 : alignment;
+  if (!power_of_two(a)) a = size_t{1} << (64 - __builtin_clzll(a));
   return aligned(a, size);
 }
 
 int MallocShim::posix_memalign(void** out, size_t alignment, size_t size) {
-  if (!valid_alignment(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  if (!power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
   void* p = aligned(alignment, size);
   if (p == nullptr) return ENOMEM;
   *out = p;
@@ -72,7 +77,7 @@ int MallocShim::posix_memalign(void** out, size_t alignment, size_t size) {
 }
 
 void* MallocShim::aligned_alloc(size_t alignment, size_t size) {
-  if (!valid_alignment(alignment)) {
+  if (!power_of_two(alignment)) {  // C17 and glibc 2.38: EINVAL
     errno = EINVAL;
     return nullptr;
   }

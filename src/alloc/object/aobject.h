@@ -14,7 +14,10 @@ inline constexpr int64_t AOBJECT_HEADER_SIZE = 8;
 inline constexpr int64_t AOBJECT_TAIL_SIZE = 8;
 inline constexpr int64_t AOBJECT_META_SIZE = AOBJECT_HEADER_SIZE + AOBJECT_TAIL_SIZE;
 inline constexpr uint64_t AOBJECT_TAIL_MAGIC = 0x8F8F7E7E00E7F8F8ULL;
-inline constexpr int64_t AOBJECT_MAX_SIZE = (int64_t{1} << 32) - 1;  // sizes are 32-bit
+// The largest size a header holds (32 bits). A big object keeps its full size in the
+// word before its header instead (ObjectSet::object_size), so it may reach OBJECT_MAX_SIZE.
+inline constexpr int64_t AOBJECT_MAX_SIZE = (int64_t{1} << 32) - 1;
+inline constexpr int64_t OBJECT_MAX_SIZE = int64_t{1} << 45;  // 32 TiB: leaves room for pads
 
 // Header word layout: [63:48] magic | [47:32] label id | [31:0] requested size.
 enum class ObjectState : uint16_t {
@@ -51,10 +54,16 @@ inline void store_header(void* ptr, uint64_t h) {
   std::atomic_ref<uint64_t>(*header_of(ptr)).store(h, std::memory_order_relaxed);
 }
 
-inline void write_tail(void* ptr, uint32_t size) {
+// The header's size field for `size`: saturated for a big object of 4 GiB or more.
+constexpr uint32_t header_size_field(int64_t size) {
+  return size > AOBJECT_MAX_SIZE ? static_cast<uint32_t>(AOBJECT_MAX_SIZE)
+                                 : static_cast<uint32_t>(size);
+}
+
+inline void write_tail(void* ptr, int64_t size) {
   std::memcpy(static_cast<char*>(ptr) + size, &AOBJECT_TAIL_MAGIC, sizeof(AOBJECT_TAIL_MAGIC));
 }
-inline bool tail_intact(const void* ptr, uint32_t size) {
+inline bool tail_intact(const void* ptr, int64_t size) {
   uint64_t tail;
   std::memcpy(&tail, static_cast<const char*>(ptr) + size, sizeof(tail));
   return tail == AOBJECT_TAIL_MAGIC;

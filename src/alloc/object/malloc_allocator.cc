@@ -8,6 +8,7 @@
 #include "achunk/base/alloc_failure.h"
 #include "achunk/base/error_report.h"
 #include "achunk/base/tls.h"
+#include "achunk/chunk/chunk_registry.h"
 #include "alloc/object/label.h"
 #include "alloc/object/object_check.h"
 
@@ -35,11 +36,32 @@ AChunk* fail(AllocFailKind kind, int64_t size) {
   return nullptr;
 }
 
-// The object header of a pointer ob_malloc handed out, after checking the chunk and
-// block headers on the way; 0 (after a report) when it is not one.
+// Whether ptr, in a live chunk of ours that holds no live span for it, is where an
+// object of a span given back since started: a freed object whose pages may be washed.
+bool freed_object_at(AChunk* chunk, void* ptr) {
+  if (header_state(load_header(ptr)) == ObjectState::FREE) return true;
+  if (!chunk->is_valid() || chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
+  // A big object's user pointer is 16 bytes into its span, and spans start at blocks.
+  const int64_t off =
+      static_cast<char*>(ptr) - 2 * AOBJECT_HEADER_SIZE - static_cast<char*>(chunk->data());
+  return off >= 0 && off % ABLOCK_SIZE == 0;
+}
+
+// The object header of a pointer ob_malloc handed out, after checking the registry and
+// the chunk and block headers on the way; 0 (after a report) when it is not one. Reads
+// no memory outside a chunk the registry knows.
 uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) {
     report_error(ErrorKind::INVALID_FREE, ptr, "not 16-byte aligned: not from ob_malloc");
+    return 0;
+  }
+  if (!chunk_registry::is_chunk(header_of(ptr))) {
+    if (chunk_registry::was_released(header_of(ptr))) {
+      report_error(ErrorKind::DOUBLE_FREE, ptr, "its chunk was freed: already freed");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, ptr,
+                   "no chunk of achunk holds it (static, stack, foreign or interior memory)");
+    }
     return 0;
   }
   AChunk* chunk = AChunk::ptr2chunk(header_of(ptr));
@@ -48,15 +70,26 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
                       ? BlockSet::ptr2block(header_of(ptr))
                       : nullptr;
   if (block == nullptr || !block->in_use()) {
-    const char* why = chunk->is_valid() && meta->kind_ == BlockSet::OWNER_PAGE_MANAGER
-                          ? "memory of a context's page manager: free it through its context"
-                          : "no ob_malloc chunk or block holds it";
-    report_error(ErrorKind::INVALID_FREE, ptr, why);
+    if (chunk->is_valid() && meta->kind_ == BlockSet::OWNER_PAGE_MANAGER) {
+      report_error(ErrorKind::INVALID_FREE, ptr,
+                   "memory of a context's page manager: free it through its context");
+    } else if (freed_object_at(chunk, ptr)) {
+      report_object(ErrorKind::DOUBLE_FREE, ptr, load_header(ptr),
+                    "object is already free (its span or chunk too)");
+    } else {
+      report_error(ErrorKind::INVALID_FREE, ptr, "no ob_malloc chunk or block holds it");
+    }
     return 0;
   }
   if (slab_of(block)->sc_ == Slab::FOREIGN) {
     report_error(ErrorKind::INVALID_FREE, ptr,
                  "memory of a memory context: free it through its context");
+    return 0;
+  }
+  // An aligned pointer's pad header leads to its object, which the caller checks.
+  if (header_state(load_header(ptr)) != ObjectState::ALIGNED &&
+      !ObjectSet::is_object_start(ptr, block)) {
+    report_error(ErrorKind::INVALID_FREE, ptr, "not the start of an object ob_malloc handed out");
     return 0;
   }
   if (block_out != nullptr) *block_out = block;
@@ -183,8 +216,8 @@ void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t 
   return alloc_slow(size, attr);
 }
 
-void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
-  if (size < 0 || size > AOBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
+void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align) {
+  if (size < 0 || size > OBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
   TaCache& cache = tl_ta_cache;
   ObTenantCtxAllocator* ta = cache.ta;
   if (cache.allocator_id != id_ || cache.tenant_id != attr.tenant_id_ ||
@@ -194,8 +227,12 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
     cache = TaCache{id_, attr.tenant_id_, attr.ctx_id_, ta};
   }
   const uint16_t label = label_id_cached(attr.label_);
-  if (void* p = ta->object_set().alloc(size, label)) {
-    fill_front(*ta, size, attr, label);
+  ObjectSet& set = ta->object_set();
+  auto try_alloc = [&] {
+    return head_align > 0 ? set.alloc_big(size, label, head_align) : set.alloc(size, label);
+  };
+  if (void* p = try_alloc()) {
+    if (head_align == 0) fill_front(*ta, size, attr, label);
     return p;
   }
   // Give back what can be given back, once, then retry: this thread's empty slabs for a
@@ -212,7 +249,7 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr) {
   } else {
     return nullptr;
   }
-  return ta->object_set().alloc(size, label);
+  return try_alloc();
 }
 
 void ObMallocAllocator::free_checked(void* ptr) {
@@ -224,31 +261,39 @@ void ObMallocAllocator::free_checked(void* ptr) {
     void* raw = static_cast<char*>(ptr) - header_size(h);
     const uint64_t raw_h = checked_header(raw, &block);
     if (raw_h == 0) return;
-    const uint32_t aligned_size = header_size(raw_h) - (uint32_t{1} << header_label(h));
+    const int64_t aligned_size = ObjectSet::object_size(raw, raw_h) - header_size(h);
     if (!check_tail(ptr, raw_h, aligned_size, "tail canary of aligned object overwritten")) return;
     store_header(ptr, 0);
     ptr = raw;
     h = raw_h;
   }
-  if (!check_tail(ptr, h, header_size(h), "tail canary overwritten")) return;
+  if (!check_tail(ptr, h, ObjectSet::object_size(ptr, h), "tail canary overwritten")) return;
   ObjectSet::free(ptr, block);
 }
 
 int64_t ObMallocAllocator::get_size(void* ptr) {
   const uint64_t h = checked_header(ptr);
   if (h == 0) return -1;
-  if (header_state(h) != ObjectState::ALIGNED) return header_size(h);
+  if (header_state(h) != ObjectState::ALIGNED) return ObjectSet::object_size(ptr, h);
+  // The object ends where the aligned bytes end (alloc_align shrank it so).
   void* raw = static_cast<char*>(ptr) - header_size(h);
-  return header_size(load_header(raw)) - (int64_t{1} << header_label(h));
+  return ObjectSet::object_size(raw, load_header(raw)) - header_size(h);
 }
 
 int64_t ObMallocAllocator::usable_size(void* ptr) {
   const uint64_t h = checked_header(ptr);
   if (h == 0) return -1;
-  if (header_state(h) == ObjectState::ALIGNED) return get_size(ptr);
+  if (header_state(h) == ObjectState::ALIGNED) {
+    const int64_t size = get_size(ptr);
+    const uint64_t raw_h = load_header(static_cast<char*>(ptr) - header_size(h));
+    const char* what = "tail canary of aligned object overwritten";
+    return check_tail(ptr, raw_h, size, what) ? size : -1;
+  }
+  // The canary is checked before it moves, or an overrun so far would go unseen.
+  if (!check_tail(ptr, h, ObjectSet::object_size(ptr, h), "tail canary overwritten")) return -1;
   // Callers may write every byte we report, so the object first grows to fill its slot
   // and its canary moves to the slot's end; the overrun check stays exact.
-  const int64_t capacity = std::min(ObjectSet::usable_size(ptr), AOBJECT_MAX_SIZE);
+  const int64_t capacity = ObjectSet::usable_size(ptr);
   ObjectSet::resize_in_place(ptr, capacity);
   return capacity;
 }
@@ -261,8 +306,7 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   }
   const uint64_t h = checked_header(ptr);
   if (h == 0) return nullptr;
-  if (header_state(h) != ObjectState::ALIGNED && size <= AOBJECT_MAX_SIZE &&
-      ObjectSet::resize_in_place(ptr, size)) {
+  if (header_state(h) != ObjectState::ALIGNED && ObjectSet::resize_in_place(ptr, size)) {
     return ptr;
   }
   void* fresh = alloc(size, attr);
@@ -274,23 +318,37 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
 }
 
 void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAttr& attr) {
-  if (align <= 0 || (align & (align - 1)) != 0 || align > (int64_t{1} << 20)) {
+  if (align <= 0 || (align & (align - 1)) != 0 || align > MAX_ALIGN) {
     return fail(AllocFailKind::INVALID_ARGUMENT, size);
   }
   if (align <= 16) return alloc(size, attr);
-  if (size < 0 || size > AOBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
-  char* raw = static_cast<char*>(alloc(size + align, attr));
-  if (raw == nullptr) return nullptr;
-  const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + align - 1) & ~(uintptr_t(align) - 1);
-  char* aligned = reinterpret_cast<char*>(a);
-  if (aligned == raw) return raw;
-  // A pad header just below the aligned pointer leads back to the object; a second
-  // canary right after the aligned bytes catches overruns within the slack.
-  // Its label field holds log2(align), which gives the aligned object's size back.
-  const uint32_t offset = static_cast<uint32_t>(aligned - raw);
-  const auto lg = static_cast<uint16_t>(__builtin_ctzll(static_cast<uint64_t>(align)));
-  store_header(aligned, make_header(ObjectState::ALIGNED, lg, offset));
-  write_tail(aligned, static_cast<uint32_t>(size));
+  if (size < 0 || size > OBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
+  char* raw = nullptr;
+  char* aligned = nullptr;
+  if (align < ACHUNK_ALIGN) {
+    // Room to slide forward within the object, whose pad header then stays in the
+    // first 2 MiB of its chunk, where a free finds the chunk by masking.
+    raw = static_cast<char*>(alloc(size + align, attr));
+    if (raw == nullptr) return nullptr;
+    aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + align - 1) &
+                                      ~(static_cast<uintptr_t>(align) - 1));
+  } else {
+    // A chunk of its own placed so that its second 2 MiB unit starts at a multiple of
+    // `align`: the aligned bytes start there, the pad header just below, in the first.
+    const int64_t lead = ACHUNK_ALIGN - ACHUNK_HEADER_SIZE - BIG_OBJECT_OFFSET;
+    raw = static_cast<char*>(alloc_slow(lead + size, attr, align));
+    if (raw == nullptr) return nullptr;
+    aligned = raw + lead;
+  }
+  if (aligned == raw) {
+    if (size > 0) ObjectSet::resize_in_place(raw, size);
+    return raw;
+  }
+  // A pad header just below the aligned pointer leads back to the object, which now
+  // ends where the aligned bytes end: one canary catches overruns of either.
+  const int64_t offset = aligned - raw;
+  ObjectSet::resize_in_place(raw, offset + size);
+  store_header(aligned, make_header(ObjectState::ALIGNED, 0, static_cast<uint32_t>(offset)));
   return aligned;
 }
 

@@ -46,7 +46,10 @@ class ObMallocAllocator {
   // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns
   // nullptr. On failure returns nullptr and leaves `ptr` untouched.
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
-  // `align` must be a power of two (up to 1 MiB).
+  // The largest alignment alloc_align serves.
+  static constexpr int64_t MAX_ALIGN = int64_t{1} << 40;
+  // `align` must be a power of two up to MAX_ALIGN. Below 2 MiB the object slides within
+  // a bigger one; from 2 MiB up it gets a chunk placed for it (AChunkMgr::alloc_chunk).
   void* alloc_align(int64_t align, int64_t size, const ObMemAttr& attr);
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
   // free or an overwritten tail canary is reported through report_error().
@@ -86,7 +89,8 @@ class ObMallocAllocator {
 
  private:
   // Every other allocation; fills the front entry for the next one.
-  void* alloc_slow(int64_t size, const ObMemAttr& attr);
+  // `head_align`: a big object in a placed chunk (ObjectSet::alloc_big).
+  void* alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align = 0);
   // A front hit whose current slab ran dry: refills from the heap, and takes the slow
   // path (limits, retries, the failure reason) only if that fails.
   void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr);

@@ -10,8 +10,14 @@ namespace achunk {
 
 namespace {
 
-// A big object's user pointer sits 16 bytes into its span: header at 8, 16-aligned user.
-constexpr int64_t BIG_OFFSET = 2 * AOBJECT_HEADER_SIZE;
+constexpr int64_t BIG_OFFSET = BIG_OBJECT_OFFSET;
+
+int64_t* big_size_word(void* ptr) {
+  return reinterpret_cast<int64_t*>(static_cast<char*>(ptr) - BIG_OFFSET);
+}
+void store_big_size(void* ptr, int64_t size) {
+  std::atomic_ref<int64_t>(*big_size_word(ptr)).store(size, std::memory_order_relaxed);
+}
 
 void* slot_start_user(ABlock* block) {
   return static_cast<char*>(block_data(block)) + BIG_OFFSET;
@@ -19,7 +25,7 @@ void* slot_start_user(ABlock* block) {
 
 }  // namespace
 
-void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
+void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
   bool zeroed = false;
   ABlock* block = take_span(
       BIG_OFFSET + size + AOBJECT_TAIL_SIZE,
@@ -28,11 +34,26 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label) {
         slab_of(block)->sc_ = Slab::BIG;
         slab_of(block)->born_zero_ = zeroed;
         void* p = slot_start_user(block);
-        store_header(p, make_header(ObjectState::BIG, label, static_cast<uint32_t>(size)));
-        write_tail(p, static_cast<uint32_t>(size));
+        store_big_size(p, size);
+        store_header(p, make_header(ObjectState::BIG, label, header_size_field(size)));
+        write_tail(p, size);
       },
-      &zeroed);
+      &zeroed, head_align);
   return block != nullptr ? slot_start_user(block) : nullptr;
+}
+
+int64_t ObjectSet::object_size(void* ptr, uint64_t header) {
+  if (header_state(header) != ObjectState::BIG) return header_size(header);
+  return std::atomic_ref<int64_t>(*big_size_word(ptr)).load(std::memory_order_relaxed);
+}
+
+bool ObjectSet::is_object_start(const void* ptr, ABlock* block) {
+  const Slab* slab = slab_of(block);
+  if (slab->sc_ == Slab::BIG) return ptr == slot_start_user(block);
+  if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return false;
+  const int64_t off = static_cast<const char*>(ptr) - static_cast<char*>(slot_start_user(block));
+  const int64_t slot = class_slot_size(slab->sc_);
+  return off >= 0 && off % slot == 0 && off / slot < slab->carved_.load(std::memory_order_acquire);
 }
 
 bool ObjectSet::born_zero(void* ptr) {
@@ -72,15 +93,16 @@ int64_t ObjectSet::usable_size(void* ptr) {
 bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
   if (new_size <= 0 || new_size > usable_size(ptr)) return false;
   const uint64_t h = load_header(ptr);
-  store_header(ptr, make_header(header_state(h), header_label(h), static_cast<uint32_t>(new_size)));
-  write_tail(ptr, static_cast<uint32_t>(new_size));
+  if (header_state(h) == ObjectState::BIG) store_big_size(ptr, new_size);
+  store_header(ptr, make_header(header_state(h), header_label(h), header_size_field(new_size)));
+  write_tail(ptr, new_size);
   return true;
 }
 
 int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   int n = 0;
   *total = LabelUsage{};
-  auto account = [&](uint64_t h, int64_t hold, bool big) {
+  auto account = [&](void* p, uint64_t h, int64_t hold, bool big) {
     const uint16_t label = header_label(h);
     int i = 0;
     while (i < n && out[i].label != label) ++i;
@@ -90,7 +112,7 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
     }
     for (LabelUsage* u : {&out[i], total}) {
       u->hold += hold;
-      u->used += header_size(h);
+      u->used += object_size(p, h);
       u->count += 1;
       u->blocks += big ? 1 : 0;
     }
@@ -100,7 +122,8 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
       const Slab* slab = slab_of(block);
       if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
       if (slab->sc_ == Slab::BIG) {
-        account(load_header(slot_start_user(block)), BlockSet::span_bytes(block), true);
+        void* p = slot_start_user(block);
+        account(p, load_header(p), BlockSet::span_bytes(block), true);
         return;
       }
       const int64_t slot = class_slot_size(slab->sc_);
@@ -108,7 +131,7 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
       const int carved = slab->carved_.load(std::memory_order_acquire);
       for (int i = 0; i < carved; ++i, user += slot) {
         const uint64_t h = load_header(user);
-        if (header_state(h) == ObjectState::IN_USE) account(h, slot, false);
+        if (header_state(h) == ObjectState::IN_USE) account(user, h, slot, false);
       }
     });
   });

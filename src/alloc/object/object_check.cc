@@ -30,7 +30,7 @@ uint64_t live_header(void* ptr, bool also_big_aligned) {
   return 0;
 }
 
-bool check_tail(void* ptr, uint64_t header, uint32_t size, const char* what) {
+bool check_tail(void* ptr, uint64_t header, int64_t size, const char* what) {
   if (tail_intact(ptr, size)) return true;
   report_object(ErrorKind::CORRUPTION, ptr, header, what);
   return false;

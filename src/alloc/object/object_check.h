@@ -18,6 +18,6 @@ void report_object(ErrorKind kind, void* ptr, uint64_t header, const char* what)
 uint64_t live_header(void* ptr, bool also_big_aligned);
 
 // True if the tail canary after `size` bytes is intact, else false after a report.
-bool check_tail(void* ptr, uint64_t header, uint32_t size, const char* what);
+bool check_tail(void* ptr, uint64_t header, int64_t size, const char* what);
 
 }  // namespace achunk

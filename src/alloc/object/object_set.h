@@ -60,6 +60,10 @@ inline bool owned_by_this_thread(const void* owner) {
   return reinterpret_cast<uintptr_t>(owner) == object_set_tls::thread_marker;
 }
 
+// A big object's user pointer sits 16 bytes into its span: its 64-bit size at 0, its
+// header at 8, the user bytes 16-aligned.
+inline constexpr int64_t BIG_OBJECT_OFFSET = 2 * AOBJECT_HEADER_SIZE;
+
 // A slab is carved (its slots' headers written and listed) this many bytes at a time.
 inline constexpr int64_t CARVE_BYTES = 4096;
 
@@ -140,9 +144,13 @@ class ObjectSet {
   ObjectSet(const ObjectSet&) = delete;
   ObjectSet& operator=(const ObjectSet&) = delete;
 
-  // `size` bytes (0 < size <= AOBJECT_MAX_SIZE), 16-byte aligned, or nullptr with
+  // `size` bytes (0 < size <= OBJECT_MAX_SIZE), 16-byte aligned, or nullptr with
   // last_alloc_failure() set by the chunk source.
   inline void* alloc(int64_t size, uint16_t label);  // defined in thread_heap.h
+  // A big object of its own span; with `head_align` (a power of two above 2 MiB) in a
+  // chunk of its own whose second 2 MiB unit starts at a multiple of head_align (see
+  // AChunkMgr::alloc_chunk), for alignments beyond what sliding within an object gives.
+  void* alloc_big(int64_t size, uint16_t label, int64_t head_align = 0);
   // Frees an object of any ObjectSet from any thread; the caller validated the header.
   // The header stays FREE with the object's size and label.
   static inline void free(void* ptr);  // defined in thread_heap.h
@@ -158,6 +166,12 @@ class ObjectSet {
   static bool carve(ABlock* block);
   // Bytes the object at `ptr` can grow to in place.
   static int64_t usable_size(void* ptr);
+  // The requested size of the object at `ptr` whose header is `header`: the header's
+  // field, or for a big object the full 64-bit size kept before its header.
+  static int64_t object_size(void* ptr, uint64_t header);
+  // Whether `ptr` is where an object of the in-use span `block` starts (a carved slot of
+  // a slab, or a big object), not inside one.
+  static bool is_object_start(const void* ptr, ABlock* block);
   // Whether the object at `ptr` (a live object of any set) read as zero when it was
   // handed out: a big object carved from pages untouched since mapped or washed. calloc
   // asks, right after the allocation, so it need not fault those pages in to zero them.
@@ -264,12 +278,11 @@ class ObjectSet {
   void settle(ABlock* block);
   // A free replaced REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
   void push_ready(ABlock* block);
-  void* alloc_big(int64_t size, uint16_t label);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
   // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
   // *zeroed (when given): see BlockSet::alloc_block.
   template <typename Init>
-  ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr);
+  ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr, int64_t head_align = 0);
   // Big objects and frees onto another thread's slab.
   static void free_slow(void* ptr, ABlock* block, Slab* slab);
 
@@ -290,10 +303,11 @@ class ObjectSet {
 };
 
 template <typename Init>
-ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed) {
+ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t head_align) {
   SubObjectMgr& shard = mgr_.lock_any();
   std::lock_guard<SpinLock> guard(shard.lock_, std::adopt_lock);
-  ABlock* block = shard.block_set_.alloc_block(bytes, zeroed);
+  ABlock* block = head_align > 0 ? shard.block_set_.alloc_dedicated(bytes, zeroed, head_align)
+                                 : shard.block_set_.alloc_block(bytes, zeroed);
   if (block != nullptr) init(block);
   return block;
 }

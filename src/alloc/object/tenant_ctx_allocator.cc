@@ -25,7 +25,7 @@ ObTenantCtxAllocator::ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory&
       span_idle_us_(span_idle_us),
       object_set_(*this) {}
 
-AChunk* ObTenantCtxAllocator::alloc_chunk(int64_t size) {
+AChunk* ObTenantCtxAllocator::alloc_chunk(int64_t size, int64_t head_align) {
   if (size <= 0 || size > ACHUNK_MAX_ALLOC_SIZE) {
     set_alloc_failure(AllocFailure{AllocFailKind::INVALID_SIZE, 0, size, hold(), limit()});
     return nullptr;
@@ -41,7 +41,7 @@ AChunk* ObTenantCtxAllocator::alloc_chunk(int64_t size) {
         AllocFailure{AllocFailKind::TENANT_LIMIT, 0, size, tenant_.hold(), tenant_.limit()});
     return nullptr;
   }
-  AChunk* chunk = chunk_mgr_.alloc_chunk(size);
+  AChunk* chunk = chunk_mgr_.alloc_chunk(size, head_align);
   if (chunk == nullptr) {  // the server limit or mmap: AChunkMgr recorded why
     tenant_.uncharge(hold);
     hold_.fetch_sub(hold, std::memory_order_relaxed);

@@ -20,7 +20,7 @@ class ObTenantCtxAllocator final : public ChunkSource {
   ObTenantCtxAllocator(AChunkMgr& chunk_mgr, ObTenantMemory& tenant, int ctx_id,
                        const std::atomic<int64_t>& span_idle_us);
 
-  AChunk* alloc_chunk(int64_t size) override;
+  AChunk* alloc_chunk(int64_t size, int64_t head_align) override;
   void free_chunk(AChunk* chunk) override;
   int release_pages(void* addr, int64_t size) override {
     return chunk_mgr_.release_pages(addr, size);

@@ -13,6 +13,7 @@
 #include <atomic>
 
 #include "achunk/base/spin_lock.h"
+#include "achunk/chunk/chunk_registry.h"
 #include "alloc/object/object_set.h"
 
 namespace achunk {
@@ -183,11 +184,15 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
 }
 
 inline bool ObjectSet::try_free_fast(void* ptr) {
-  AChunk* chunk = AChunk::ptr2chunk(ptr);
-  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || !chunk->is_valid() ||
-      chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) {
+  // The registry before any header read: a unit without a chunk of ours may be unmapped.
+  // Its range test rides on the alignment test, and its bit proves the chunk live, so
+  // the chunk's magic need not be read.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_chunk_in_range(a)) {
     return false;
   }
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
   // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
   // header is inside the chunk's block area.
   const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -

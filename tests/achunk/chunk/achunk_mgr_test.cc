@@ -250,9 +250,28 @@ TEST_F(AChunkMgrErrorTest, InvalidFreeIsReported) {
   alignas(ACHUNK_ALIGN) static char fake_chunk[sizeof(AChunk)] = {};
   mgr_.free_chunk(reinterpret_cast<AChunk*>(fake_chunk));
   EXPECT_EQ(CapturedError::count, 2);
-  EXPECT_NE(CapturedError::message.find("bad magic"), std::string::npos);
+  EXPECT_NE(CapturedError::message.find("no chunk achunk mapped"), std::string::npos);
+  // A chunk of ours whose header was overwritten.
+  a->magic_.store(0x12345678);
   mgr_.free_chunk(a);
-  EXPECT_EQ(CapturedError::count, 2);
+  EXPECT_EQ(CapturedError::count, 3);
+  EXPECT_NE(CapturedError::message.find("bad magic"), std::string::npos);
+  a->magic_.store(AChunk::MAGIC_CODE);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(CapturedError::count, 3);
+  expect_consistent();
+}
+
+// A huge chunk is unmapped at once; freeing it again must not read its header.
+TEST_F(AChunkMgrErrorTest, FreeOfAnUnmappedChunkIsADoubleFree) {
+  AChunk* a = mgr_.alloc_chunk(AChunkMgr::MAX_LARGE_ACHUNK_SIZE + ACHUNK_ALIGN);
+  ASSERT_NE(a, nullptr);
+  mgr_.free_chunk(a);
+  ASSERT_EQ(os_.live_mappings(), 0);
+  mgr_.free_chunk(a);
+  EXPECT_EQ(CapturedError::count, 1);
+  EXPECT_EQ(CapturedError::kind, ErrorKind::DOUBLE_FREE);
+  EXPECT_NE(CapturedError::message.find("already free (cached or unmapped)"), std::string::npos);
   expect_consistent();
 }
 
@@ -284,6 +303,26 @@ TEST_F(AChunkMgrTest, ApplyOptionChangesThatOptionAlone) {
   mgr_.apply_option(OPT_MEMORY_CHUNK_CACHE_SIZE, opts);
   EXPECT_EQ(mgr_.get_max_chunk_cache_size(), 2 * MB);
   EXPECT_EQ(mgr_.get_chunk_cache_ttl_ms(), 5000);
+}
+
+// A placed chunk: its second 2 MiB unit starts at a multiple of head_align; the lead
+// before it is mapped and unmapped with it, never cached.
+TEST_F(ChunkMgrTest, HeadAlignPlacesTheChunk) {
+  for (int64_t head_align : {int64_t{4} << 20, int64_t{16} << 20}) {
+    AChunk* c = mgr_.alloc_chunk(ACHUNK_SIZE, head_align);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ((reinterpret_cast<uintptr_t>(c) + ACHUNK_ALIGN) % head_align, 0u);
+    EXPECT_EQ(c->lead_, head_align - ACHUNK_ALIGN);
+    EXPECT_EQ(mgr_.get_hold(), c->hold());
+    EXPECT_EQ(os_.mapped_bytes(), c->aligned() + c->lead_);
+    expect_consistent();
+    mgr_.free_chunk(c);
+    EXPECT_EQ(os_.live_mappings(), 0);
+    EXPECT_EQ(mgr_.get_hold(), 0);
+    expect_consistent();
+  }
+  EXPECT_EQ(mgr_.alloc_chunk(ACHUNK_SIZE, (int64_t{3} << 20)), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT);
 }
 
 }  // namespace

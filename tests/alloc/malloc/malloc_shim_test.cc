@@ -92,8 +92,99 @@ TEST(MallocShimTest, HugeSizesFailWithEnomem) {
   EXPECT_EQ(achunk_malloc(SIZE_MAX), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   errno = 0;
-  EXPECT_EQ(achunk_malloc(size_t{1} << 40), nullptr);
+  EXPECT_EQ(achunk_malloc(size_t{1} << 50), nullptr);  // above OBJECT_MAX_SIZE
   EXPECT_EQ(errno, ENOMEM);
+}
+
+// Bytes of [p, p+len) in RAM (mincore through the Os).
+int64_t resident(void* p, size_t len) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  achunk::LinuxOs os;
+  return os.resident_bytes(reinterpret_cast<void*>(start),
+                           static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) + len - start));
+}
+
+// The header holds 32 bits of size; big objects keep theirs in their span. Only the
+// pages of the header and the canary are touched.
+TEST(MallocShimTest, ObjectsOf4GiBAndMore) {
+  for (size_t size : {size_t{4} << 30, (size_t{4} << 30) + 4097, size_t{6} << 30}) {
+    char* p = static_cast<char*>(achunk_malloc(size));
+    ASSERT_NE(p, nullptr) << size;
+    EXPECT_TRUE(aligned(p, 16));
+    EXPECT_LE(resident(p, size), 64 << 10) << size;
+    p[0] = 'a';
+    p[size - 1] = 'z';
+    const size_t usable = achunk_malloc_usable_size(p);
+    EXPECT_GE(usable, size);
+    EXPECT_LT(usable, size + (size_t{2} << 20));
+    EXPECT_EQ(achunk_malloc_usable_size(p), usable);  // exact, and stable
+    // Shrinking stays in place (growing past the span would copy every page).
+    char* q = static_cast<char*>(achunk_realloc(p, size - 4096));
+    EXPECT_EQ(q, p);
+    EXPECT_EQ(q[0], 'a');
+    EXPECT_LE(resident(p, size), 64 << 10) << size;
+    achunk_free(q);
+  }
+  char* z = static_cast<char*>(achunk_calloc(5, size_t{1} << 30));
+  ASSERT_NE(z, nullptr);
+  EXPECT_LE(resident(z, size_t{5} << 30), 64 << 10);
+  EXPECT_EQ(z[(size_t{5} << 30) - 1], 0);
+  achunk_free(z);
+}
+
+// Every power of two up to 1 GiB, through each entry point, without touching more than
+// the object's first page: the pad is address space only.
+TEST(MallocShimTest, AlignmentSweepTo1GiB) {
+  for (int lg = 3; lg <= 30; ++lg) {
+    const size_t a = size_t{1} << lg;
+    for (size_t size : {size_t{0}, size_t{100}, size_t{3} << 20}) {
+      void* p = nullptr;
+      ASSERT_EQ(achunk_posix_memalign(&p, a, size), 0) << a << " " << size;
+      void* q = achunk_aligned_alloc(a, size);
+      void* m = achunk_memalign(a, size);
+      for (void* x : {p, q, m}) {
+        ASSERT_NE(x, nullptr) << a << " " << size;
+        EXPECT_TRUE(aligned(x, a)) << a << " " << size;
+        EXPECT_LE(resident(x, size), 64 << 10) << a << " " << size;
+        std::memset(x, 7, size < 100 ? size : 100);
+        EXPECT_GE(achunk_malloc_usable_size(x), size);
+        void* moved = achunk_realloc(x, 200);  // an aligned object moves, bytes kept
+        ASSERT_NE(moved, nullptr);
+        if (size >= 100) {
+          EXPECT_EQ(static_cast<char*>(moved)[99], 7);
+        }
+        achunk_free(moved);
+      }
+    }
+  }
+}
+
+// Each function's contract for alignments it cannot or must not serve.
+TEST(MallocShimTest, AbsurdAlignmentsAreRefused) {
+  const size_t top = SIZE_MAX / 2 + 1;  // 2^63
+  for (size_t a : {top + 1, top + 4096, SIZE_MAX}) {
+    errno = 0;
+    EXPECT_EQ(achunk_memalign(a, 10), nullptr) << a;  // no power of two covers it
+    EXPECT_EQ(errno, EINVAL) << a;
+  }
+  errno = 0;
+  EXPECT_EQ(achunk_memalign(top, 10), nullptr);  // valid, too big to serve
+  EXPECT_EQ(errno, ENOMEM);
+  void* r = achunk_memalign((size_t{3} << 20) + 1, 10);  // rounded up to 4 MiB
+  EXPECT_TRUE(aligned(r, size_t{4} << 20));
+  achunk_free(r);
+  for (size_t a : {size_t{0}, size_t{24}, size_t{3} << 20, top + 1}) {
+    errno = 0;
+    EXPECT_EQ(achunk_aligned_alloc(a, 10), nullptr) << a;
+    EXPECT_EQ(errno, EINVAL) << a;
+  }
+  errno = 0;
+  EXPECT_EQ(achunk_aligned_alloc(size_t{1} << 62, 10), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  void* p = reinterpret_cast<void*>(0x1234);
+  EXPECT_EQ(achunk_posix_memalign(&p, size_t{1} << 62, 10), ENOMEM);
+  EXPECT_EQ(achunk_posix_memalign(&p, (size_t{1} << 21) + 8, 10), EINVAL);
+  EXPECT_EQ(p, reinterpret_cast<void*>(0x1234));
 }
 
 TEST(MallocShimTest, PosixMemalignRules) {

@@ -1,0 +1,62 @@
+// Chunk layer: the chunk registry, one bit per 2 MiB unit of the address space, set
+// while a chunk starting at that unit is handed out (not while it rests in the cache).
+// A pointer is checked against it before any chunk header is read, so a free of memory
+// achunk never mapped (static data, a stack, a foreign mapping, a released chunk) is
+// reported instead of faulting, and a set bit also proves the chunk live. A second bit
+// marks units whose chunk was freed and not handed out again, so a late free of a
+// released chunk reads as "already freed". Both arrays are zero-initialised statics:
+// their pages are touched only where chunks live. Depends on achunk_header.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "achunk/chunk/achunk_header.h"
+
+namespace achunk {
+
+namespace chunk_registry {
+
+// User addresses below 2^47 (x86-64) or 2^48 (elsewhere); a mapping above is refused.
+#if defined(__x86_64__)
+inline constexpr int ADDRESS_BITS = 47;
+#else
+inline constexpr int ADDRESS_BITS = 48;
+#endif
+inline constexpr int UNIT_SHIFT = 21;
+static_assert((int64_t{1} << UNIT_SHIFT) == ACHUNK_ALIGN);
+inline constexpr uint64_t UNITS = uint64_t{1} << (ADDRESS_BITS - UNIT_SHIFT);
+inline constexpr uint64_t WORDS = UNITS / 64;
+
+extern std::atomic<uint64_t> live_bits[WORDS];
+extern std::atomic<uint64_t> released_bits[WORDS];
+
+// The address bits above the covered range: an address with any of them set is no chunk.
+inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
+
+// is_chunk for an address the caller has checked against OUT_OF_RANGE (the free fast
+// path folds that into its alignment test).
+inline bool is_chunk_in_range(uintptr_t addr) {
+  const uint64_t unit = addr >> UNIT_SHIFT;
+  return ((live_bits[unit / 64].load(std::memory_order_relaxed) >> (unit % 64)) & 1) != 0;
+}
+// Whether a live chunk starts at the 2 MiB unit holding `addr`. One load, no lock; never
+// reads memory outside the registry.
+inline bool is_chunk(uintptr_t addr) {
+  return (addr & OUT_OF_RANGE) == 0 && is_chunk_in_range(addr);
+}
+inline bool is_chunk(const void* p) {
+  return is_chunk(reinterpret_cast<uintptr_t>(p));
+}
+// Whether the chunk that started at `addr`'s unit was freed and not handed out since.
+bool was_released(const void* p);
+// Whether a chunk at `chunk` can be registered (its address is in range).
+bool covers(const void* chunk);
+// AChunkMgr calls these when it hands a chunk out (mapped or from the cache), and when
+// it takes one back (to the cache or to unmap), before anything else touches it.
+void add(const void* chunk);
+void remove(const void* chunk);
+
+}  // namespace chunk_registry
+
+}  // namespace achunk
