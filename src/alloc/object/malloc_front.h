@@ -11,7 +11,7 @@
 
 #include "achunk/base/tls.h"
 #include "alloc/object/label.h"
-#include "alloc/object/thread_heap.h"
+#include "alloc/object/object_set.h"
 
 namespace achunk {
 namespace malloc_front {

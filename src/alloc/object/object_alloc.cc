@@ -4,7 +4,6 @@
 #include <new>
 
 #include "alloc/object/object_set.h"
-#include "alloc/object/thread_heap.h"
 
 namespace achunk {
 

@@ -7,7 +7,6 @@
 #include <new>
 
 #include "achunk/base/tls.h"
-#include "alloc/object/thread_heap.h"
 
 namespace achunk {
 

@@ -9,7 +9,8 @@
 // thread may exit at any moment without leaving dangling references). Big objects get a
 // span (or a chunk) of their own. Spans come from the shards of an ObjectMgr, so threads
 // refilling at once rarely share a lock.
-// Depends on the block layer (through object_mgr.h), aobject.h, size_class.h.
+// Depends on the block layer (through object_mgr.h), slab.h, thread_heap.h, size_class.h
+// and the chunk registry.
 #pragma once
 
 #include <atomic>
@@ -18,95 +19,14 @@
 
 #include "achunk/base/spin_lock.h"
 #include "achunk/base/tls.h"
+#include "achunk/chunk/chunk_registry.h"
 #include "alloc/block/block_set.h"
 #include "alloc/block/object_mgr.h"
 #include "alloc/object/size_class.h"
+#include "alloc/object/slab.h"
+#include "alloc/object/thread_heap.h"
 
 namespace achunk {
-
-class ThreadHeap;
-class ObjectSet;
-
-// Per-thread heap pointers by set index, and a generation per index so a pointer cached
-// for a destroyed set is recognised as stale even after the index is reused. Declared
-// here so the lookup inlines into the allocation path.
-namespace object_set_tls {
-inline constexpr int MAX_SETS = 256;
-extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
-extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
-extern std::atomic<uint32_t> generation[MAX_SETS];
-// Names the calling thread among the threads of this process, 1 (no slab's owner) until
-// the thread's first this_thread_marker(): its TLS address with the process's fork
-// generation in the top bits. A thread started in a forked child may be given the stack
-// and TLS block of one of the parent's threads, which the child lacks; the generation
-// keeps it from matching that thread's slabs. A slab records its owner by it, so a free
-// recognises its own thread's slab without finding the heap first.
-extern ACHUNK_TLS uintptr_t thread_marker;
-// Bumped each time the thread gives one of its heaps back: a cached heap pointer taken
-// under an older epoch may be gone.
-extern ACHUNK_TLS uint32_t heap_epoch;
-// Bumped in a forked child (ObjectSet::on_fork_child).
-extern std::atomic<uint32_t> fork_generation;
-const void* init_thread_marker();
-}  // namespace object_set_tls
-
-inline const void* this_thread_marker() {
-  const uintptr_t m = object_set_tls::thread_marker;
-  if (__builtin_expect(m == 1, 0)) return object_set_tls::init_thread_marker();
-  return reinterpret_cast<const void*>(m);
-}
-// For the free fast path: an owner is a set marker, so an unset one (1) matches none.
-inline bool owned_by_this_thread(const void* owner) {
-  return reinterpret_cast<uintptr_t>(owner) == object_set_tls::thread_marker;
-}
-
-// A big object's user pointer sits 16 bytes into its span: its 64-bit size at 0, its
-// header at 8, the user bytes 16-aligned.
-inline constexpr int64_t BIG_OBJECT_OFFSET = 2 * AOBJECT_HEADER_SIZE;
-
-// A slab is carved (its slots' headers written and listed) this many bytes at a time.
-inline constexpr int64_t CARVE_BYTES = 4096;
-
-// A slab's state, kept in its ABlock's owner area.
-struct Slab {
-  static inline void* const REMOTE_NOTIFY = reinterpret_cast<void*>(uintptr_t{1});
-  static constexpr int REMOTE_COUNT_SHIFT = 48;
-  static constexpr uintptr_t REMOTE_HEAD_MASK = (uintptr_t{1} << REMOTE_COUNT_SHIFT) - 1;
-  static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
-  static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
-  static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
-
-  // The owning heap's thread (this_thread_marker()); nullptr: disowned (or ready), or
-  // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
-  std::atomic<const void*> owner_thread_{nullptr};
-  void* local_free_ = nullptr;  // owner only: free slots (user pointers)
-  // Other threads' frees: the list head (a user pointer, below 2^48) with the list's
-  // length in the top 16 bits, so the owner takes the list without walking it. A
-  // disowned slab with no free on it holds REMOTE_NOTIFY here: the free that replaces it
-  // pushes the slab onto the set's ready stack, so exactly one free per disowning does.
-  std::atomic<void*> remote_free_{nullptr};
-  int32_t used_ = 0;  // owner only: objects out, net of frees seen
-  uint16_t sc_ = 0;
-  uint16_t capacity_ = 0;
-  // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page
-  // at a time as its owner needs slots, so the pages of a partly used slab that no
-  // object ever reached stay untouched (and, in fresh memory, out of the RSS). Stored by
-  // the owner after the headers, read by usage scans.
-  std::atomic<uint16_t> carved_{0};
-  uint16_t empty_mark_ = 0;  // owner only: its heap's refill count when it last emptied
-  // A big object's span was untouched (fresh or washed) when the object was carved, so
-  // its bytes read as zero then (see ObjectSet::born_zero).
-  bool born_zero_ = false;
-  bool in_full_ = false;  // owner only: on its heap's full_ list
-};
-static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
-
-inline Slab* slab_of(ABlock* block) {
-  return reinterpret_cast<Slab*>(block->owner_area_);
-}
-inline ABlock* block_of(Slab* slab) {
-  return reinterpret_cast<ABlock*>(reinterpret_cast<char*>(slab) - offsetof(ABlock, owner_area_));
-}
 
 // Per-label usage found by a scan.
 struct LabelUsage {
@@ -310,6 +230,64 @@ ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t hea
                                  : shard.block_set_.alloc_block(bytes, zeroed);
   if (block != nullptr) init(block);
   return block;
+}
+
+// The inline object paths, here because they need ThreadHeap's definition.
+
+inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
+  if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
+  ThreadHeap* heap = heap_for_this_thread();
+  return heap != nullptr ? heap->alloc_object(size, label) : nullptr;
+}
+
+inline void ObjectSet::free(void* ptr) {
+  free(ptr, BlockSet::ptr2block(header_of(ptr)));
+}
+
+inline void ObjectSet::free(void* ptr, ABlock* block) {
+  Slab* slab = slab_of(block);
+  // FREE, keeping size and label so a later double free can name them.
+  const uint64_t h = load_header(ptr);
+  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+  // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
+  if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
+    ThreadHeap::free_local(block, slab, ptr);
+    return;
+  }
+  free_slow(ptr, block, slab);
+}
+
+inline bool ObjectSet::try_free_fast(void* ptr) {
+  // The registry before any header read: a unit without a chunk of ours may be unmapped.
+  // Its range test rides on the alignment test, and its bit proves the chunk live, so
+  // the chunk's magic need not be read.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_chunk_in_range(a)) {
+    return false;
+  }
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
+  // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
+  // header is inside the chunk's block area.
+  const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -
+                                                static_cast<char*>(chunk->data()));
+  if (offset >= static_cast<uint64_t>(BLOCKS_PER_CHUNK * ABLOCK_SIZE)) return false;
+  const int at = static_cast<int>(offset / ABLOCK_SIZE);
+  const int head = BlockSet::span_head(chunk, at);
+  if (head < 0) return false;
+  ABlock* block = chunk_block(chunk, head);
+  // An in-use span that reaches the header's block (stale distances inside free spans
+  // can name a head whose span ends before it).
+  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) || head + block->nblocks_ <= at) {
+    return false;
+  }
+  Slab* slab = slab_of(block);
+  if (!owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) return false;
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
+  store_header(ptr, h ^ IN_USE_TO_FREE);
+  ThreadHeap::free_local(block, slab, ptr);
+  return true;
 }
 
 }  // namespace achunk

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "achunk/chunk/achunk_mgr.h"
-#include "alloc/object/thread_heap.h"
+#include "alloc/object/object_set.h"
 
 namespace achunk {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "alloc/object/object_set.h"
+
 namespace achunk {
 
 void ThreadHeap::collect(Slab* slab) {

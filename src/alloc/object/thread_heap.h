@@ -7,16 +7,18 @@
 // Other threads compare a slab's owner with their own thread, never with a heap; the one
 // exception, another thread's trim taking an idle heap's empty spares, goes through the
 // set's heap list and the heap's lock_, which the owner holds on its slow paths only.
-// Depends on object_set.h, spin_lock.h.
+// Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
 
 #include <atomic>
 
 #include "achunk/base/spin_lock.h"
-#include "achunk/chunk/chunk_registry.h"
-#include "alloc/object/object_set.h"
+#include "alloc/object/size_class.h"
+#include "alloc/object/slab.h"
 
 namespace achunk {
+
+class ObjectSet;
 
 class ThreadHeap {
  public:
@@ -159,61 +161,5 @@ class ThreadHeap {
   ThreadHeap* prev_heap_ = nullptr;      // the set's heaps (ObjectSet::heaps_lock_)
   ThreadHeap* next_heap_ = nullptr;
 };
-
-inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
-  if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
-  ThreadHeap* heap = heap_for_this_thread();
-  return heap != nullptr ? heap->alloc_object(size, label) : nullptr;
-}
-
-inline void ObjectSet::free(void* ptr) {
-  free(ptr, BlockSet::ptr2block(header_of(ptr)));
-}
-
-inline void ObjectSet::free(void* ptr, ABlock* block) {
-  Slab* slab = slab_of(block);
-  // FREE, keeping size and label so a later double free can name them.
-  const uint64_t h = load_header(ptr);
-  store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
-  // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
-  if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
-    ThreadHeap::free_local(block, slab, ptr);
-    return;
-  }
-  free_slow(ptr, block, slab);
-}
-
-inline bool ObjectSet::try_free_fast(void* ptr) {
-  // The registry before any header read: a unit without a chunk of ours may be unmapped.
-  // Its range test rides on the alignment test, and its bit proves the chunk live, so
-  // the chunk's magic need not be read.
-  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
-  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_chunk_in_range(a)) {
-    return false;
-  }
-  AChunk* chunk = AChunk::ptr2chunk(ptr);
-  if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
-  // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
-  // header is inside the chunk's block area.
-  const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -
-                                                static_cast<char*>(chunk->data()));
-  if (offset >= static_cast<uint64_t>(BLOCKS_PER_CHUNK * ABLOCK_SIZE)) return false;
-  const int at = static_cast<int>(offset / ABLOCK_SIZE);
-  const int head = BlockSet::span_head(chunk, at);
-  if (head < 0) return false;
-  ABlock* block = chunk_block(chunk, head);
-  // An in-use span that reaches the header's block (stale distances inside free spans
-  // can name a head whose span ends before it).
-  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) || head + block->nblocks_ <= at) {
-    return false;
-  }
-  Slab* slab = slab_of(block);
-  if (!owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) return false;
-  const uint64_t h = load_header(ptr);
-  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
-  store_header(ptr, h ^ IN_USE_TO_FREE);
-  ThreadHeap::free_local(block, slab, ptr);
-  return true;
-}
 
 }  // namespace achunk

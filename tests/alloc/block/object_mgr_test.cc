@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "alloc/object/object_set.h"
-#include "alloc/object/thread_heap.h"
 #include "support/chunk_mgr_fixture.h"
 
 namespace achunk::testing {

@@ -1,5 +1,4 @@
 #include "alloc/object/object_set.h"
-#include "alloc/object/thread_heap.h"
 
 #include <gtest/gtest.h>
 

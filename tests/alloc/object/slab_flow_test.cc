@@ -15,7 +15,6 @@
 
 #include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
-#include "alloc/object/thread_heap.h"
 #include "support/chunk_mgr_fixture.h"
 
 namespace achunk::testing {

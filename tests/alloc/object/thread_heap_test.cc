@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
 #include "support/chunk_mgr_fixture.h"
 

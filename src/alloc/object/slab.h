@@ -1,0 +1,99 @@
+// Object layer: a slab's state (Slab, kept in its span's ABlock owner area) and the
+// per-thread identity and heap pointers the fast paths read: what ThreadHeap and ObjectSet
+// both build on. Depends on the block layer's ablock.h, aobject.h and the base layer's tls.h.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "achunk/base/tls.h"
+#include "alloc/block/ablock.h"
+#include "alloc/object/aobject.h"
+
+namespace achunk {
+
+class ThreadHeap;
+
+// Per-thread heap pointers by set index, and a generation per index so a pointer cached
+// for a destroyed set is recognised as stale even after the index is reused. Declared
+// here so the lookup inlines into the allocation path.
+namespace object_set_tls {
+inline constexpr int MAX_SETS = 256;
+extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
+extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
+extern std::atomic<uint32_t> generation[MAX_SETS];
+// Names the calling thread among the threads of this process, 1 (no slab's owner) until
+// the thread's first this_thread_marker(): its TLS address with the process's fork
+// generation in the top bits. A thread started in a forked child may be given the stack
+// and TLS block of one of the parent's threads, which the child lacks; the generation
+// keeps it from matching that thread's slabs. A slab records its owner by it, so a free
+// recognises its own thread's slab without finding the heap first.
+extern ACHUNK_TLS uintptr_t thread_marker;
+// Bumped each time the thread gives one of its heaps back: a cached heap pointer taken
+// under an older epoch may be gone.
+extern ACHUNK_TLS uint32_t heap_epoch;
+// Bumped in a forked child (ObjectSet::on_fork_child).
+extern std::atomic<uint32_t> fork_generation;
+const void* init_thread_marker();
+}  // namespace object_set_tls
+
+inline const void* this_thread_marker() {
+  const uintptr_t m = object_set_tls::thread_marker;
+  if (__builtin_expect(m == 1, 0)) return object_set_tls::init_thread_marker();
+  return reinterpret_cast<const void*>(m);
+}
+// For the free fast path: an owner is a set marker, so an unset one (1) matches none.
+inline bool owned_by_this_thread(const void* owner) {
+  return reinterpret_cast<uintptr_t>(owner) == object_set_tls::thread_marker;
+}
+
+// A big object's user pointer sits 16 bytes into its span: its 64-bit size at 0, its
+// header at 8, the user bytes 16-aligned.
+inline constexpr int64_t BIG_OBJECT_OFFSET = 2 * AOBJECT_HEADER_SIZE;
+
+// A slab is carved (its slots' headers written and listed) this many bytes at a time.
+inline constexpr int64_t CARVE_BYTES = 4096;
+
+// A slab's state, kept in its ABlock's owner area.
+struct Slab {
+  static inline void* const REMOTE_NOTIFY = reinterpret_cast<void*>(uintptr_t{1});
+  static constexpr int REMOTE_COUNT_SHIFT = 48;
+  static constexpr uintptr_t REMOTE_HEAD_MASK = (uintptr_t{1} << REMOTE_COUNT_SHIFT) - 1;
+  static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
+  static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
+  static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
+
+  // The owning heap's thread (this_thread_marker()); nullptr: disowned (or ready), or
+  // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
+  std::atomic<const void*> owner_thread_{nullptr};
+  void* local_free_ = nullptr;  // owner only: free slots (user pointers)
+  // Other threads' frees: the list head (a user pointer, below 2^48) with the list's
+  // length in the top 16 bits, so the owner takes the list without walking it. A
+  // disowned slab with no free on it holds REMOTE_NOTIFY here: the free that replaces it
+  // pushes the slab onto the set's ready stack, so exactly one free per disowning does.
+  std::atomic<void*> remote_free_{nullptr};
+  int32_t used_ = 0;  // owner only: objects out, net of frees seen
+  uint16_t sc_ = 0;
+  uint16_t capacity_ = 0;
+  // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page
+  // at a time as its owner needs slots, so the pages of a partly used slab that no
+  // object ever reached stay untouched (and, in fresh memory, out of the RSS). Stored by
+  // the owner after the headers, read by usage scans.
+  std::atomic<uint16_t> carved_{0};
+  uint16_t empty_mark_ = 0;  // owner only: its heap's refill count when it last emptied
+  // A big object's span was untouched (fresh or washed) when the object was carved, so
+  // its bytes read as zero then (see ObjectSet::born_zero).
+  bool born_zero_ = false;
+  bool in_full_ = false;  // owner only: on its heap's full_ list
+};
+static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
+
+inline Slab* slab_of(ABlock* block) {
+  return reinterpret_cast<Slab*>(block->owner_area_);
+}
+inline ABlock* block_of(Slab* slab) {
+  return reinterpret_cast<ABlock*>(reinterpret_cast<char*>(slab) - offsetof(ABlock, owner_area_));
+}
+
+}  // namespace achunk
