@@ -7,6 +7,7 @@
 #include "achunk/chunk/achunk_mgr.h"
 #include "achunk/platform/clock.h"
 #include "achunk/platform/linux_os.h"
+#include "global/stats_region.h"
 
 namespace achunk {
 namespace {
@@ -48,6 +49,46 @@ void BM_ChunkCacheHit(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ChunkCacheHit)->Threads(1)->Threads(2)->UseRealTime();
+
+// The stats region's host for the chunk layer alone: region on, nothing above.
+class BenchStatsHost final : public StatsHost {
+ public:
+  BenchStatsHost() { opts_.values[OPT_STATS_REGION] = 1; }
+  int64_t option_value(int id) override { return opts_.values[id]; }
+  SetResult try_set_option(int id, int64_t value) override {
+    opts_.values[id] = value;
+    return SetResult::OK;
+  }
+  int collect_ctx(stats::CtxRow*, int) override { return 0; }
+  int64_t wash_spans(bool) override { return 0; }
+  bool housekeeping_running() override { return false; }
+
+ private:
+  Options opts_;
+};
+
+// BM_ChunkCacheHit with a live stats region listening (refreshed every 100 ms from
+// free_chunk), to compare with the plain one in the same run.
+void BM_ChunkCacheHitRegion(benchmark::State& state) {
+  static AChunkMgr* mgr = nullptr;
+  static BenchStatsHost* host = nullptr;
+  static StatsRegion* region = nullptr;
+  if (state.thread_index() == 0) {
+    mgr = new AChunkMgr(os(), clock());
+    host = new BenchStatsHost;
+    region = new StatsRegion(os(), *mgr, *host);
+    mgr->set_listener(region);
+  }
+  AChunk* warm = mgr->alloc_chunk(ACHUNK_SIZE);
+  mgr->free_chunk(warm);
+  for (auto _ : state) {
+    AChunk* c = mgr->alloc_chunk(ACHUNK_SIZE);
+    benchmark::DoNotOptimize(c);
+    mgr->free_chunk(c);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ChunkCacheHitRegion)->Threads(1)->Threads(2)->UseRealTime();
 
 // The same pair, touching every page of the chunk, as a database would.
 void BM_ChunkCacheHitTouch(benchmark::State& state) {

@@ -6,7 +6,8 @@ set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev
   libjemalloc-dev pkgconf
-  # bench/workloads/run.sh: the peer allocators it preloads, /usr/bin/time, the chart.
+  # bench/workloads/run.sh: the peer allocators it preloads, /usr/bin/time, the chart
+  # (gnuplot also draws achunk-dump --plot).
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time gnuplot-nox "$@")
 
 missing=()

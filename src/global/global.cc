@@ -18,19 +18,50 @@
 #include "achunk/platform/linux_os.h"
 #include "context/context_env.h"
 #include "context/memory_context.h"
+#include "global/stats_log.h"
+#include "global/stats_region.h"
 
 namespace achunk {
 
+// Defined only in libachunk_malloc.so, which thereby gets the drop-in option defaults
+// (the housekeeping thread, the stats region) before its first allocation.
+extern const bool drop_in_malloc_linked __attribute__((weak));
+
 namespace {
 
-struct Globals {
+std::atomic<bool> g_release_thread_started{false};
+
+struct Globals final : StatsHost {
   LinuxOs os;
   MonotonicClock clock;
   AChunkMgr chunk_mgr{os, clock};
   ObMallocAllocator malloc_allocator{chunk_mgr};
-  SpinLock options_lock;  // serialises option changes; reads are plain snapshots
-  Options options;
+  SpinLock options_lock;  // serialises option changes; values are written atomically
+  Options options{&drop_in_malloc_linked != nullptr};
   std::atomic<bool> context_use_pm{true};
+  StatsRegion stats{os, chunk_mgr, *this};
+
+  // StatsHost: lock-free reads, a change only when options_lock is free.
+  int64_t option_value(int id) override {
+    return std::atomic_ref<int64_t>(options.values[id]).load(std::memory_order_relaxed);
+  }
+  SetResult try_set_option(int id, int64_t value) override {
+    if (!options_lock.try_lock()) return SetResult::BUSY;
+    std::atomic_ref<int64_t>(options.values[id]).store(value, std::memory_order_relaxed);
+    apply_one(static_cast<OptionId>(id));
+    options_lock.unlock();
+    return SetResult::OK;
+  }
+  int collect_ctx(stats::CtxRow* rows, int cap) override {
+    return collect_ctx_rows(malloc_allocator, rows, cap);
+  }
+  int64_t wash_spans(bool all) override {
+    const int64_t idle_us = all ? 0 : malloc_allocator.span_idle_us();
+    return idle_us >= 0 ? malloc_allocator.wash_stale_spans(idle_us) : 0;
+  }
+  bool housekeeping_running() override {
+    return g_release_thread_started.load(std::memory_order_relaxed);
+  }
 
   // Pushes every option value to the objects that use them (at start-up).
   void apply() {
@@ -57,6 +88,8 @@ struct Globals {
   }
 };
 
+std::atomic<Globals*> g_created{nullptr};
+
 void warn_to_stderr(void*, const char* message) {
   write_stderr_line(message);
 }
@@ -69,7 +102,8 @@ Globals* create_globals() {
   Globals* g = new (storage) Globals;
   parse_conf(::getenv("ACHUNK_CONF"), &g->options, &warn_to_stderr, nullptr);
   g->apply();
-  global_detail::malloc_allocator.store(&g->malloc_allocator, std::memory_order_release);
+  g->chunk_mgr.set_listener(&g->stats);
+  g_created.store(g, std::memory_order_release);
   return g;
 }
 
@@ -142,7 +176,6 @@ void fork_parent() {
   g_fork_hold.release();
 }
 
-std::atomic<bool> g_release_thread_started{false};
 // -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
 std::atomic<int> g_release_thread_masked{-1};
 // Set in a child whose parent had a release thread: the child's next allocation starts one.
@@ -150,6 +183,8 @@ std::atomic<bool> g_release_thread_restart{false};
 
 void fork_child() {
   ObjectSet::on_fork_child();
+  // The child must not write the parent's stats region: its next tick makes its own.
+  globals().stats.forget_after_fork();
   if (g_release_thread_started.exchange(false, std::memory_order_relaxed)) {
     // No thread is started inside fork: the child's next allocation finds no allocator
     // published and takes create_and_get_malloc_allocator(), which starts it.
@@ -160,14 +195,21 @@ void fork_child() {
   fork_parent();
 }
 
+// Readers of the region see generation 0 once the process exits.
+__attribute__((destructor)) void mark_stats_region_exited() {
+  if (Globals* g = g_created.load(std::memory_order_acquire)) g->stats.mark_exited();
+}
+
 std::atomic<bool> g_fork_handlers_installed{false};
 
 void* release_loop(void*) {
+  pthread_setname_np(pthread_self(), "achunk-bg");
   sigset_t mask;
   pthread_sigmask(SIG_SETMASK, nullptr, &mask);
   const bool blocked = sigismember(&mask, SIGTERM) == 1 && sigismember(&mask, SIGINT) == 1 &&
                        sigismember(&mask, SIGUSR1) == 1 && sigismember(&mask, SIGHUP) == 1;
   g_release_thread_masked.store(blocked ? 1 : 0, std::memory_order_release);
+  globals().stats.tick(global_chunk_mgr().now_us(), true);  // the region appears at once
   for (;;) {
     int64_t interval_ms = 0;
     get_option("release_interval_ms", &interval_ms);
@@ -183,6 +225,8 @@ void* release_loop(void*) {
       const int64_t span_idle_us = global_malloc_allocator().span_idle_us();
       if (span_idle_us >= 0) global_malloc_allocator().wash_stale_spans(span_idle_us);
     }
+    globals().stats.tick(global_chunk_mgr().now_us(), true);
+    maybe_print_stats_log(global_chunk_mgr().now_us(), globals().clock.wall_us());
   }
   return nullptr;
 }
@@ -197,9 +241,9 @@ void start_release_thread() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  // The thread starts with every signal blocked: it is created at load time, before the
-  // host sets its own masks, and must never take a signal meant for the host (a server's
-  // sigwait thread would wait forever for a SIGTERM delivered here).
+  // The thread starts with every signal blocked: it is created on the first allocation,
+  // usually before the host sets its own masks, and must never take a signal meant for the host (a
+  // server's sigwait thread would wait forever for a SIGTERM delivered here).
   sigset_t all;
   sigset_t previous;
   sigfillset(&all);
@@ -248,11 +292,11 @@ std::atomic<ObMallocAllocator*> malloc_allocator{nullptr};
 
 ObMallocAllocator& create_and_get_malloc_allocator() {
   Globals& g = globals();
-  if (g_release_thread_restart.exchange(false, std::memory_order_acq_rel)) {
-    // Published first: starting a thread allocates, and must find the allocator.
-    malloc_allocator.store(&g.malloc_allocator, std::memory_order_release);
-    start_release_thread();
-  }
+  // The process's first allocation (or a forked child's): published before the thread
+  // starts, so pthread_create's own allocations take the ordinary path.
+  malloc_allocator.store(&g.malloc_allocator, std::memory_order_release);
+  g_release_thread_restart.store(false, std::memory_order_relaxed);
+  start_release_thread();
   return g.malloc_allocator;
 }
 }  // namespace global_detail
@@ -279,7 +323,7 @@ bool set_option(const char* name, const char* value, char* err, int64_t err_len)
   }
   Globals& g = globals();
   std::lock_guard<SpinLock> guard(g.options_lock);
-  g.options.values[id] = v;
+  std::atomic_ref<int64_t>(g.options.values[id]).store(v, std::memory_order_relaxed);
   g.apply_one(static_cast<OptionId>(id));
   return true;
 }

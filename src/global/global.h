@@ -39,12 +39,13 @@ int fork_locks_held();
 // called from inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its
 // load time constructor, library users before they fork.
 void install_fork_handlers();
-// Starts the opt-in release thread if release_interval_ms > 0: every interval it unmaps
-// all cached chunks that idled for chunk_cache_ttl_ms, so a process that has gone
-// completely silent (no frees, so no eviction) still gives its cache back, and washes
-// the free spans of every ctx that had no span change during the interval. Idempotent;
-// the drop-in malloc calls it at load time. A forked child of a process that had one
-// starts its own on its first allocation.
+// Starts the housekeeping (release) thread, named achunk-bg, with every signal blocked, if
+// release_interval_ms > 0: every interval it unmaps all cached chunks that idled for
+// chunk_cache_ttl_ms, so a process that has gone completely silent (no frees, so no
+// eviction) still gives its cache back, washes the free spans of every ctx that had no
+// span change during the interval, and serves the stats region. Idempotent. Called on
+// the process's first allocation (release_interval_ms is 1000 in the drop-in malloc, 0
+// for library use) and again on a forked child's first allocation.
 void start_release_thread();
 // -1 while the release thread has not run in this process (or was never started), then 1 if it runs
 // with every signal blocked, 0 if not. For tests.

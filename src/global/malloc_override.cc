@@ -14,10 +14,16 @@
 
 #define ACHUNK_EXPORT extern "C" __attribute__((visibility("default")))
 
-// At load time, outside any malloc call: pthread_atfork may itself allocate.
+// The drop-in defaults: the housekeeping thread and the stats region are on (see
+// global.cc, which looks for this symbol).
+namespace achunk {
+extern const bool drop_in_malloc_linked = true;
+}
+
+// At load time, outside any malloc call: pthread_atfork may itself allocate. The
+// housekeeping thread starts later, on the first allocation.
 __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
-  achunk::start_release_thread();
 }
 
 // stats_print:true: the dump and the usage on stderr when the process exits.

@@ -102,6 +102,19 @@ class FakeOs final : public Os {
     return info;
   }
 
+  // The stats region: plain zeroed memory, no descriptor.
+  SharedRegion map_shared_region(const char*, int64_t size, int* err) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++shared_maps_;
+    void* p = std::calloc(1, static_cast<size_t>(size));
+    if (p == nullptr) *err = ENOMEM;
+    return {p, -1};
+  }
+  void unmap_shared_region(SharedRegion region, int64_t) override { std::free(region.addr); }
+  int64_t process_id() override { return 4242; }
+  int64_t process_start_time() override { return 777; }
+  int64_t shared_maps() const { return locked(shared_maps_); }
+
   // Off: maps and releases leave the bytes as they are, for tests that map many big
   // chunks and never read memory they did not write (zeroing would dominate their run).
   void set_zero_fill(bool on) {
@@ -157,6 +170,7 @@ class FakeOs final : public Os {
 
   mutable std::mutex mu_;
   std::map<void*, int64_t> live_;
+  int64_t shared_maps_ = 0;
   std::function<void()> unmap_hook_;
   int fail_maps_ = 0;
   int fail_releases_ = 0;

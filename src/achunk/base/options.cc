@@ -35,12 +35,24 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
     {"stats_print", OptionOwner::DROPIN, OptionType::BOOL, 0, 0, 1,
      "the drop-in malloc prints the chunk dump and the usage to stderr at exit"},
     {"release_interval_ms", OptionOwner::DROPIN, OptionType::INT, 0, 0, 3'600'000,
-     "drop-in malloc: a thread releases expired cached chunks and idle free spans this "
-     "often; 0 = no thread"},
+     "a housekeeping thread (started on the first allocation) releases expired cached "
+     "chunks and idle free spans and serves the stats region this often; 0 = no thread; "
+     "1000 in the drop-in malloc",
+     1000},
+    {"stats_region", OptionOwner::DROPIN, OptionType::BOOL, 0, 0, 1,
+     "publish live counters in a memfd that achunk-dump reads (and takes requests "
+     "through); on in the drop-in malloc",
+     1},
+    {"stats_interval_ms", OptionOwner::DROPIN, OptionType::INT, 0, 0, 86'400'000,
+     "the housekeeping thread prints the timestamped [chunk_mgr], [CHUNK_MGR] and [MEMORY] "
+     "lines to stderr this often (at its next tick); 0 = never"},
 };
 
-Options::Options() {
-  for (int i = 0; i < OPTION_COUNT; ++i) values[i] = OPTION_TABLE[i].def;
+Options::Options(bool drop_in) {
+  for (int i = 0; i < OPTION_COUNT; ++i) {
+    const OptionDef& d = OPTION_TABLE[i];
+    values[i] = drop_in && d.drop_in_def != INT64_MIN ? d.drop_in_def : d.def;
+  }
 }
 
 int find_option(const char* name, size_t len) {

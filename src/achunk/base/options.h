@@ -31,6 +31,8 @@ enum OptionId : int {
   // drop-in malloc
   OPT_STATS_PRINT,
   OPT_RELEASE_INTERVAL_MS,
+  OPT_STATS_REGION,
+  OPT_STATS_INTERVAL_MS,
   OPTION_COUNT,
 };
 
@@ -42,12 +44,15 @@ struct OptionDef {
   int64_t min;
   int64_t max;
   const char* help;
+  // The default in libachunk_malloc.so, where it differs from `def` (library use).
+  int64_t drop_in_def = INT64_MIN;
 };
 
 extern const OptionDef OPTION_TABLE[OPTION_COUNT];
 
 struct Options {
-  Options();
+  // The library defaults, or the drop-in malloc's.
+  explicit Options(bool drop_in = false);
   int64_t operator[](OptionId id) const { return values[id]; }
   int64_t values[OPTION_COUNT];
 };

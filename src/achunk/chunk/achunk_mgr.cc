@@ -158,6 +158,7 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
   chunk_registry::add(chunk);
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = true;
+  if (listener_.load(std::memory_order_relaxed) != nullptr) notify(clock_.now_us());
   return chunk;
 }
 
@@ -194,6 +195,7 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   const int64_t now = clock_.now_us();
   if (!try_cache(chunk, idx, hold, now)) unmap_chunk(chunk, idx);
   maybe_evict_one(now);
+  notify(now);
 }
 
 bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) {

@@ -18,6 +18,17 @@
 
 namespace achunk {
 
+// Told about every free_chunk and every chunk alloc that maps: calls rare next to object
+// calls, where a layer above does its periodic work (the live stats region). Called with
+// no chunk lock held, but possibly with the caller's locks held.
+class ChunkListener {
+ public:
+  virtual void on_chunk_call(int64_t now_us) = 0;
+
+ protected:
+  ~ChunkListener() = default;
+};
+
 class AChunkMgr {
  public:
   static constexpr int NORMAL_ACHUNK_NWAY = 8;
@@ -90,6 +101,11 @@ class AChunkMgr {
   // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes).
   int64_t cached_count(int idx) const { return slots_[idx].free_list_.count(); }
 
+  // nullptr: none (the default).
+  void set_listener(ChunkListener* listener) {
+    listener_.store(listener, std::memory_order_release);
+  }
+
   // Reads the OS figures too unless `with_os` is false.
   ChunkMgrStats get_stats(bool with_os = true) const;
   int64_t print(char* buf, int64_t len) const;
@@ -133,6 +149,9 @@ class AChunkMgr {
   template <typename Done>
   void release_cached_until(Done done);
   void maybe_evict_one(int64_t now_us);
+  void notify(int64_t now_us) {
+    if (ChunkListener* l = listener_.load(std::memory_order_acquire)) l->on_chunk_call(now_us);
+  }
   bool evict_one_expired(int64_t now_us, int64_t ttl_us);
 
   Os& os_;
@@ -160,6 +179,7 @@ class AChunkMgr {
   std::atomic<bool> evicting_{false};
   int cursor_ = 0;  // next slot the eviction scan examines; owned by the evicting_ holder
   std::atomic<int64_t> expired_unmaps_{0};
+  std::atomic<ChunkListener*> listener_{nullptr};
 };
 
 template <typename Done>

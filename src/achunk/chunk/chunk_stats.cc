@@ -6,13 +6,8 @@ namespace achunk {
 
 namespace {
 
-struct Field {
-  const char* name;
-  int64_t ChunkMgrStats::*member;
-};
-
 // Order of the reference's [chunk_mgr] line, with achunk's additions after it.
-constexpr Field MGR_FIELDS[] = {
+constexpr ChunkStatField MGR_FIELDS[] = {
     {"limit", &ChunkMgrStats::limit},
     {"hold", &ChunkMgrStats::hold},
     {"total_hold", &ChunkMgrStats::total_hold},
@@ -34,17 +29,20 @@ constexpr Field MGR_FIELDS[] = {
     {"chunk_cache_ttl_ms", &ChunkMgrStats::chunk_cache_ttl_ms},
     {"cache_resident", &ChunkMgrStats::cache_resident},
 };
+// The count is exact: a shorter list would leave null members to print.
+static_assert(sizeof(MGR_FIELDS) / sizeof(MGR_FIELDS[0]) == CHUNK_STAT_FIELD_COUNT);
 
-struct SlotField {
-  const char* name;
-  int64_t ChunkSlotStats::*member;
-};
+}  // namespace
 
-constexpr SlotField SLOT_FIELDS[] = {
+const ChunkStatField (&CHUNK_STAT_FIELDS)[CHUNK_STAT_FIELD_COUNT] = MGR_FIELDS;
+
+const ChunkSlotField CHUNK_SLOT_FIELDS[CHUNK_SLOT_FIELD_COUNT] = {
     {"hold", &ChunkSlotStats::hold},     {"count", &ChunkSlotStats::count},
     {"pushes", &ChunkSlotStats::pushes}, {"pops", &ChunkSlotStats::pops},
     {"maps", &ChunkSlotStats::maps},     {"unmaps", &ChunkSlotStats::unmaps},
 };
+
+namespace {
 
 // The reference prints numbers with "%'15ld": grouped, right-aligned in 15 columns.
 constexpr int NUM_WIDTH = 15;
@@ -54,12 +52,13 @@ constexpr int NUM_WIDTH = 15;
 int64_t print_chunk_stats(const ChunkMgrStats& s, char* buf, int64_t len) {
   BufWriter w(buf, len);
   w.str("[chunk_mgr]");
-  for (const Field& f : MGR_FIELDS) w.ch(' ').str(f.name).ch('=').num(s.*f.member, NUM_WIDTH, true);
+  for (const ChunkStatField& f : CHUNK_STAT_FIELDS)
+    w.ch(' ').str(f.name).ch('=').num(s.*f.member, NUM_WIDTH, true);
   w.str(" [OS_PARAMS] vm.max_map_count=").num(s.max_map_count);
   w.str(" transparent_hugepages=").str(s.thp_mode).ch('\n');
   for (const ChunkSlotStats& slot : s.slots) {
     w.str("[CHUNK_MGR] ").num(slot.size_mb, 2).str(" MB_CACHE:");
-    for (const SlotField& f : SLOT_FIELDS) {
+    for (const ChunkSlotField& f : CHUNK_SLOT_FIELDS) {
       w.ch(' ').str(f.name).ch('=').num(slot.*f.member, NUM_WIDTH, true);
     }
     w.ch('\n');
@@ -70,13 +69,15 @@ int64_t print_chunk_stats(const ChunkMgrStats& s, char* buf, int64_t len) {
 int64_t print_chunk_stats_json(const ChunkMgrStats& s, char* buf, int64_t len) {
   BufWriter w(buf, len);
   w.str("{\"chunk_mgr\":{");
-  for (const Field& f : MGR_FIELDS) w.quoted(f.name).ch(':').num(s.*f.member).ch(',');
+  for (const ChunkStatField& f : CHUNK_STAT_FIELDS)
+    w.quoted(f.name).ch(':').num(s.*f.member).ch(',');
   w.str("\"max_map_count\":").num(s.max_map_count);
   w.str(",\"transparent_hugepages\":").quoted(s.thp_mode).str("},\"caches\":[");
   for (int i = 0; i < ChunkMgrStats::SLOT_LINES; ++i) {
     const ChunkSlotStats& slot = s.slots[i];
     w.str(i == 0 ? "{" : ",{").str("\"size_mb\":").num(slot.size_mb);
-    for (const SlotField& f : SLOT_FIELDS) w.ch(',').quoted(f.name).ch(':').num(slot.*f.member);
+    for (const ChunkSlotField& f : CHUNK_SLOT_FIELDS)
+      w.ch(',').quoted(f.name).ch(':').num(slot.*f.member);
     w.ch('}');
   }
   w.str("]}\n");

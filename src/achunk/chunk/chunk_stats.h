@@ -49,6 +49,21 @@ struct ChunkMgrStats {
   ChunkSlotStats slots[SLOT_LINES];
 };
 
+// The fields of the [chunk_mgr] line and of each [CHUNK_MGR] line, in print order (the
+// stats region publishes the same list).
+struct ChunkStatField {
+  const char* name;
+  int64_t ChunkMgrStats::*member;
+};
+struct ChunkSlotField {
+  const char* name;
+  int64_t ChunkSlotStats::*member;
+};
+inline constexpr int CHUNK_STAT_FIELD_COUNT = 20;
+inline constexpr int CHUNK_SLOT_FIELD_COUNT = 6;
+extern const ChunkStatField (&CHUNK_STAT_FIELDS)[CHUNK_STAT_FIELD_COUNT];
+extern const ChunkSlotField CHUNK_SLOT_FIELDS[CHUNK_SLOT_FIELD_COUNT];
+
 // The text dump: one [chunk_mgr] line, then one [CHUNK_MGR] line per cache size.
 // Returns the length it needed (like snprintf); the output is always NUL-terminated.
 int64_t print_chunk_stats(const ChunkMgrStats& stats, char* buf, int64_t len);

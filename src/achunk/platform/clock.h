@@ -11,6 +11,8 @@ class Clock {
   virtual ~Clock() = default;
   // Microseconds since an arbitrary fixed point; never goes backwards.
   virtual int64_t now_us() const = 0;
+  // Microseconds since the Unix epoch, for timestamps a person reads (may jump).
+  virtual int64_t wall_us() const = 0;
 };
 
 // CLOCK_MONOTONIC_COARSE: a few nanoseconds per read through the vDSO, with a resolution
@@ -18,6 +20,7 @@ class Clock {
 class MonotonicClock final : public Clock {
  public:
   int64_t now_us() const override;
+  int64_t wall_us() const override;
 };
 
 }  // namespace achunk

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -130,6 +132,55 @@ OsMemoryInfo LinuxOs::memory_info() {
     }
   }
   return info;
+}
+
+Os::SharedRegion LinuxOs::map_shared_region(const char* name, int64_t size, int* err) {
+  // The raw syscall: glibc's wrapper may be missing on older systems, and this runs
+  // inside the allocator.
+  const int fd = static_cast<int>(::syscall(SYS_memfd_create, name, MFD_CLOEXEC));
+  if (fd < 0) {
+    *err = errno;
+    return {};
+  }
+  // memfd inodes start 0777; the kernel's ptrace rule already guards /proc/PID/fd, this
+  // keeps the file itself private too.
+  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    *err = errno;
+    ::close(fd);
+    return {};
+  }
+  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    *err = errno;
+    ::close(fd);
+    return {};
+  }
+  return {p, fd};
+}
+
+void LinuxOs::unmap_shared_region(SharedRegion region, int64_t size) {
+  if (region.addr != nullptr) ::munmap(region.addr, static_cast<size_t>(size));
+  if (region.fd >= 0) ::close(region.fd);
+}
+
+int64_t LinuxOs::process_id() {
+  return ::getpid();
+}
+
+int64_t LinuxOs::process_start_time() {
+  char buf[1024];
+  if (read_small_file("/proc/self/stat", buf, sizeof(buf)) <= 0) return -1;
+  // The command name in parentheses may hold spaces: count fields after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  ++p;
+  // The field after ')' is field 3 (state); the start time is field 22.
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+    if (*p == '\0') return -1;
+  }
+  return parse_leading_int(p, nullptr);
 }
 
 }  // namespace achunk

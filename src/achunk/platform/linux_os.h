@@ -1,5 +1,6 @@
 // Platform layer: the real Linux implementation of Os. linux_os.cc is the only file in
-// the project that calls mmap, munmap or madvise, or reads /proc and /sys.
+// the project that calls mmap, munmap or madvise, or reads /proc and /sys
+// (and memfd_create for the stats region).
 // Depends on os.h only.
 #pragma once
 
@@ -14,6 +15,10 @@ class LinuxOs final : public Os {
   int release_pages(void* addr, int64_t size) override;
   int64_t resident_bytes(void* addr, int64_t size) override;
   OsMemoryInfo memory_info() override;
+  SharedRegion map_shared_region(const char* name, int64_t size, int* err) override;
+  void unmap_shared_region(SharedRegion region, int64_t size) override;
+  int64_t process_id() override;
+  int64_t process_start_time() override;
 };
 
 }  // namespace achunk

@@ -35,6 +35,28 @@ class Os {
   virtual int64_t resident_bytes(void* addr, int64_t size) = 0;
 
   virtual OsMemoryInfo memory_info() = 0;
+
+  // The live stats region: an anonymous shared-memory file (memfd, close-on-exec, mode
+  // 0600) of `size` zeroed bytes, mapped shared read-write, so another process of the
+  // same user can map it through /proc/PID/fd. addr nullptr and *err on failure.
+  struct SharedRegion {
+    void* addr = nullptr;
+    int fd = -1;
+  };
+  virtual SharedRegion map_shared_region(const char* name, int64_t size, int* err) {
+    (void)name;
+    (void)size;
+    *err = 38;  // ENOSYS
+    return {};
+  }
+  virtual void unmap_shared_region(SharedRegion region, int64_t size) {
+    (void)region;
+    (void)size;
+  }
+  // This process's id and its start time (field 22 of /proc/self/stat, clock ticks after
+  // boot), which together name it even after its pid is reused; -1 when unknown.
+  virtual int64_t process_id() { return -1; }
+  virtual int64_t process_start_time() { return -1; }
 };
 
 }  // namespace achunk

@@ -87,6 +87,10 @@ class ObMallocAllocator {
   // fork(): the printers' scratch lock (usage_printer.cc).
   static void visit_usage_fork_locks(ForkLockVisitor& v);
 
+  // f(ObTenantMemory&, ObTenantCtxAllocator&) for every ctx created so far; lock-free.
+  template <typename F>
+  void for_each_ctx(F f);
+
  private:
   // Every other allocation; fills the front entry for the next one.
   // `head_align`: a big object in a placed chunk (ObjectSet::alloc_big).
@@ -105,8 +109,6 @@ class ObMallocAllocator {
   };
 
   Tenant* find_tenant(uint64_t tenant_id, bool create);
-  template <typename F>
-  void for_each_ctx(F f);
 
   AChunkMgr& chunk_mgr_;
   const uint32_t id_;  // unique per instance: front entries of a destroyed one never match

@@ -25,6 +25,16 @@ TEST(OptionsTest, Defaults) {
   EXPECT_EQ(o[OPT_STATS_PRINT], 0);
   EXPECT_EQ(o[OPT_RELEASE_INTERVAL_MS], 0);
   EXPECT_EQ(o[OPT_SPAN_IDLE_MS], 1000);
+  EXPECT_EQ(o[OPT_STATS_REGION], 0);
+}
+
+// libachunk_malloc.so runs the housekeeping thread and publishes the stats region.
+TEST(OptionsTest, DropInDefaults) {
+  Options o(true);
+  EXPECT_EQ(o[OPT_RELEASE_INTERVAL_MS], 1000);
+  EXPECT_EQ(o[OPT_STATS_REGION], 1);
+  EXPECT_EQ(o[OPT_CHUNK_CACHE_TTL_MS], 30000);  // the rest as for library use
+  EXPECT_EQ(o[OPT_SPAN_IDLE_MS], 1000);
 }
 
 TEST(OptionsTest, ParsesEveryType) {

@@ -1,0 +1,93 @@
+// Global layer: the live stats region. A memfd (see stats_layout.h) that publishes the
+// chunk manager's dump fields, the (tenant, ctx) holds and limits and every option's
+// value under a sequence lock, refreshed at most every REFRESH_US from chunk-level calls
+// and by the housekeeping thread, and a control slot through which achunk-dump sets an
+// option or releases idle memory. Never allocates. Depends on the chunk layer (AChunkMgr,
+// Os, options), the tenant directory (for the ctx rows) and stats_layout.h; options and
+// housekeeping come through StatsHost.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "achunk/chunk/achunk_mgr.h"
+#include "achunk/platform/os.h"
+#include "alloc/object/malloc_allocator.h"
+#include "global/stats_layout.h"
+
+namespace achunk {
+
+// What the region needs from the layers above the chunk layer.
+class StatsHost {
+ public:
+  enum class SetResult { OK, BUSY };
+  // An option's current value (lock-free: the caller may hold allocator locks).
+  virtual int64_t option_value(int id) = 0;
+  // Applies an already validated value, as set_option does; BUSY when that cannot be
+  // done without waiting (asked again on the next tick).
+  virtual SetResult try_set_option(int id, int64_t value) = 0;
+  // Fills at most `cap` rows; returns how many.
+  virtual int collect_ctx(stats::CtxRow* rows, int cap) = 0;
+  // Washes every free span (`all`) or those idle for span_idle_ms; the bytes washed.
+  virtual int64_t wash_spans(bool all) = 0;
+  virtual bool housekeeping_running() = 0;
+
+ protected:
+  ~StatsHost() = default;
+};
+
+// The (tenant, ctx) rows of `allocator`, at most `cap`; returns how many. Lock-free.
+int collect_ctx_rows(ObMallocAllocator& allocator, stats::CtxRow* rows, int cap);
+
+class StatsRegion final : public ChunkListener {
+ public:
+  static constexpr int64_t REFRESH_US = 100'000;
+
+  StatsRegion(Os& os, AChunkMgr& chunk_mgr, StatsHost& host);
+  ~StatsRegion();
+  StatsRegion(const StatsRegion&) = delete;
+  StatsRegion& operator=(const StatsRegion&) = delete;
+
+  // From free_chunk and chunk maps: a tick when REFRESH_US has passed, else a load.
+  void on_chunk_call(int64_t now_us) override {
+    if (now_us >= next_us_.load(std::memory_order_relaxed)) tick(now_us, false);
+  }
+  // Creates the region if the option is on (drops it if off), serves a pending request,
+  // refreshes. Only the housekeeping thread (`housekeeping`) washes spans and measures
+  // the cache's resident bytes: other callers may hold allocator locks. One thread at a
+  // time; a concurrent call returns at once.
+  void tick(int64_t now_us, bool housekeeping);
+  // The process is exiting: readers see generation 0.
+  void mark_exited();
+  // In a forked child: drops the parent's mapping without writing to it; the next tick
+  // creates the child's own region.
+  void forget_after_fork();
+
+  // For tests: the mapped region (nullptr when none) and its descriptor.
+  const unsigned char* bytes() const { return static_cast<const unsigned char*>(region_.addr); }
+  unsigned char* mutable_bytes() { return static_cast<unsigned char*>(region_.addr); }
+  int fd() const { return region_.fd; }
+  int64_t requests_served() const { return served_; }
+
+ private:
+  bool create();
+  void destroy();
+  void write_field_table();
+  void serve_request(bool housekeeping);
+  void refresh(int64_t now_us, bool housekeeping);
+  stats::Header* header() { return static_cast<stats::Header*>(region_.addr); }
+
+  Os& os_;
+  AChunkMgr& chunk_mgr_;
+  StatsHost& host_;
+  std::atomic<int64_t> next_us_{0};
+  std::atomic<bool> busy_{false};
+  // Owned by the thread that holds busy_.
+  Os::SharedRegion region_;
+  bool create_failed_ = false;  // warned once; not retried on every call
+  uint64_t last_request_ = 0;
+  int64_t served_ = 0;
+  int64_t cache_resident_ = -1;  // measured by the housekeeping thread only
+};
+
+}  // namespace achunk

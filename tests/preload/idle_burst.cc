@@ -1,0 +1,40 @@
+// Run under LD_PRELOAD=libachunk_malloc.so by the dump tool's live test: a burst of
+// chunk-sized allocations, all freed (so the chunk cache holds them), then idle. With
+// "fork", a child forked after the burst allocates and idles too and its pid is printed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+// Keeps the compiler from eliding a malloc/free pair whose memory nobody reads.
+void* volatile g_sink;
+
+int main(int argc, char** argv) {
+  constexpr int N = 24;
+  void* blocks[N];
+  for (void*& b : blocks) {
+    b = std::malloc(1536 * 1024);
+    std::memset(b, 1, 4096);
+    g_sink = b;
+  }
+  for (void* b : blocks) std::free(b);
+  pid_t child = 0;
+  if (argc > 1 && std::strcmp(argv[1], "fork") == 0) {
+    child = fork();
+    if (child == 0) {
+      void* p = std::malloc(1536 * 1024);  // the child's first allocation
+      std::memset(p, 2, 4096);
+      g_sink = p;
+      std::free(p);
+      sleep(60);
+      return 0;
+    }
+  }
+  std::printf("ready %d\n", static_cast<int>(child));
+  std::fflush(stdout);
+  sleep(60);
+  if (child > 0) kill(child, SIGKILL);
+  return 0;
+}

@@ -1,0 +1,206 @@
+// achunk-dump against real processes under LD_PRELOAD=libachunk_malloc.so (Release only):
+// the region appears, a cache size change is applied by the child and unmaps the
+// surplus, a release moves the counters, the housekeeping thread runs (also in a forked
+// child), and the tool's command line fails cleanly on each bad input.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "tools/dump/region_reader.h"
+
+namespace achunk::testing {
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  pid_t grandchild = 0;
+};
+
+// Starts idle_burst under the drop-in malloc and waits for its "ready" line.
+Child start(const std::string& conf, const char* arg) {
+  int out[2];
+  if (pipe(out) != 0) return {};
+  Child c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    setenv("LD_PRELOAD", ACHUNK_MALLOC_SO, 1);
+    setenv("ACHUNK_CONF", conf.c_str(), 1);
+    execl(IDLE_BURST, IDLE_BURST, arg, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[64] = {};
+  std::FILE* f = fdopen(out[0], "r");
+  if (std::fgets(buf, sizeof(buf), f) != nullptr) std::sscanf(buf, "ready %d", &c.grandchild);
+  std::fclose(f);
+  return c;
+}
+
+void stop(const Child& c) {
+  kill(c.pid, SIGKILL);
+  waitpid(c.pid, nullptr, 0);
+}
+
+// The tool's exit code and its stdout+stderr.
+int tool(const std::string& args, std::string* out) {
+  std::FILE* p = popen((std::string(ACHUNK_DUMP) + " " + args + " 2>&1").c_str(), "r");
+  out->clear();
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool has_bg_thread(pid_t pid) {
+  for (int tries = 0; tries < 100; ++tries) {
+    const std::string out = absl::StrFormat("/proc/%d/task", pid);
+    std::string cmd = "cat " + out + "/*/comm 2>/dev/null";
+    std::FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, p);
+    pclose(p);
+    if (std::string(buf, n).find("achunk-bg") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The region of `pid` once it exists (a forked child makes its own on its first
+// allocation or housekeeping tick).
+absl::StatusOr<std::unique_ptr<dump::Region>> open_when_there(pid_t pid) {
+  absl::StatusOr<std::unique_ptr<dump::Region>> r = dump::Region::open_pid(pid, false);
+  for (int tries = 0; !r.ok() && tries < 150; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r = dump::Region::open_pid(pid, false);
+  }
+  return r;
+}
+
+// A snapshot taken after the next refresh (the housekeeping thread's tick at the latest).
+absl::StatusOr<dump::Snapshot> fresh(dump::Region& r) {
+  absl::StatusOr<dump::Snapshot> first = r.snapshot();
+  if (!first.ok()) return first;
+  for (int tries = 0; tries < 150; ++tries) {
+    absl::StatusOr<dump::Snapshot> s = r.snapshot();
+    if (!s.ok() || s->refreshes > first->refreshes) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return first;
+}
+
+TEST(DumpLiveTest, ReadsChangesAndReleasesALiveProcess) {
+  const Child c = start("", "fork");
+  ASSERT_GT(c.pid, 0);
+  absl::StatusOr<std::unique_ptr<dump::Region>> r = open_when_there(c.pid);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<dump::Snapshot> s = fresh(**r);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->pid, c.pid);
+  EXPECT_GE(s->get("chunk_mgr.freelists_hold"), int64_t{16} << 20);
+  EXPECT_EQ(s->get("option.release_interval_ms"), 1000);  // the drop-in default
+  EXPECT_TRUE(has_bg_thread(c.pid));
+  const int64_t unmaps = s->get("chunk_mgr.total_unmaps");
+
+  absl::StatusOr<dump::ControlAnswer> a = (*r)->request(
+      stats::ControlOp::SET_OPTION, "memory_chunk_cache_size", "2M", absl::Seconds(5));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->result, 0) << a->message;
+  EXPECT_EQ(a->before, 0);
+  EXPECT_EQ(a->after, 2 << 20);
+  s = (*r)->snapshot();  // refreshed right after the request was served
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->get("option.memory_chunk_cache_size"), 2 << 20);
+  EXPECT_LE(s->get("chunk_mgr.freelists_hold"), 2 << 20);
+  EXPECT_GT(s->get("chunk_mgr.total_unmaps"), unmaps);
+
+  a = (*r)->request(stats::ControlOp::RELEASE_ALL, "", "", absl::Seconds(5));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->result, 0) << a->message;
+  EXPECT_GT(a->before, 0);  // RSS
+  s = (*r)->snapshot();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->get("chunk_mgr.freelists_hold"), 0);
+  EXPECT_EQ(s->get("requests_served"), 2);
+
+  // The forked child has its own region and its own housekeeping thread.
+  ASSERT_GT(c.grandchild, 0);
+  absl::StatusOr<std::unique_ptr<dump::Region>> g = open_when_there(c.grandchild);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<dump::Snapshot> gs = (*g)->snapshot();
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  EXPECT_EQ(gs->pid, c.grandchild);
+  EXPECT_TRUE(has_bg_thread(c.grandchild));
+  // The parent's region was not touched by the child.
+  s = (*r)->snapshot();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->pid, c.pid);
+
+  std::string out;
+  EXPECT_EQ(tool(std::to_string(c.pid), &out), 0) << out;
+  EXPECT_EQ(out.rfind("[chunk_mgr] limit=", 0), 0u) << out;
+  EXPECT_NE(out.find("[CHUNK_MGR] 20 MB_CACHE:"), std::string::npos);
+  EXPECT_NE(out.find("[OPTIONS] memory_chunk_cache_size=2097152"), std::string::npos) << out;
+  EXPECT_EQ(tool("--json " + std::to_string(c.pid), &out), 0) << out;
+  EXPECT_EQ(out.rfind("{\"version\":\"1\"", 0), 0u) << out;
+  EXPECT_EQ(tool("--watch " + std::to_string(c.pid) + " 0.1 2", &out), 0) << out;
+  EXPECT_NE(out.find("maps/s"), std::string::npos) << out;
+  EXPECT_EQ(tool("--set span_idle_ms=250 " + std::to_string(c.pid), &out), 0) << out;
+  EXPECT_EQ(out, "span_idle_ms: 1,000 -> 250\n");
+  EXPECT_EQ(tool("--set nope=1 " + std::to_string(c.pid), &out), 1);
+  EXPECT_EQ(out, absl::StrFormat("achunk-dump: process %d rejected nope: unknown option 'nope'\n",
+                                 c.pid));
+  EXPECT_EQ(tool("--set memory_limit=-3 " + std::to_string(c.pid), &out), 1);
+  EXPECT_NE(out.find("out of range"), std::string::npos) << out;
+  EXPECT_EQ(tool("--release " + std::to_string(c.pid), &out), 0) << out;
+  EXPECT_EQ(out.rfind("release expired: unmapped", 0), 0u) << out;
+  EXPECT_EQ(tool("--list", &out), 0) << out;
+  EXPECT_NE(out.find(absl::StrFormat("%8d preload_idle_bu", c.pid)), std::string::npos) << out;
+  stop(c);
+  EXPECT_EQ(tool(std::to_string(c.pid), &out), 1);
+  EXPECT_EQ(out, absl::StrFormat("achunk-dump: no such process: %d\n", c.pid));
+}
+
+TEST(DumpLiveTest, AnIdleProcessWithoutTheThreadDoesNotAnswer) {
+  const Child c = start("release_interval_ms:0", "");
+  ASSERT_GT(c.pid, 0);
+  EXPECT_FALSE(has_bg_thread(c.pid));
+  std::string out;
+  EXPECT_EQ(tool("--timeout=300ms --set span_idle_ms=5 " + std::to_string(c.pid), &out), 1);
+  EXPECT_NE(out.find("did not answer within 300ms"), std::string::npos) << out;
+  EXPECT_NE(out.find("release_interval_ms"), std::string::npos) << out;
+  stop(c);
+}
+
+TEST(DumpLiveTest, RegionOffMeansNoRegion) {
+  const Child c = start("stats_region:0", "");
+  ASSERT_GT(c.pid, 0);
+  std::string out;
+  EXPECT_EQ(tool(std::to_string(c.pid), &out), 1);
+  EXPECT_NE(out.find("has no achunk stats region"), std::string::npos) << out;
+  stop(c);
+}
+
+TEST(DumpLiveTest, BadCommandLines) {
+  std::string out;
+  EXPECT_EQ(tool("", &out), 1);
+  EXPECT_EQ(out, "achunk-dump: no PID given (see --help)\n");
+  EXPECT_EQ(tool("abc", &out), 1);
+  EXPECT_EQ(out, "achunk-dump: not a process id: 'abc'\n");
+  EXPECT_EQ(tool("999999999", &out), 1);
+  EXPECT_EQ(out, "achunk-dump: no such process: 999999999\n");
+}
+
+}  // namespace
+}  // namespace achunk::testing

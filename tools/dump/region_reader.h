@@ -1,0 +1,103 @@
+// achunk-dump, the reader: finds a process's live stats region through /proc/PID/fd,
+// maps it, copies a consistent snapshot under its sequence lock, checks every size and
+// offset before use, and sends control requests. Knows the layout only from
+// global/stats_layout.h; never links the allocator. Depends on abseil.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "global/stats_layout.h"
+
+namespace achunk::dump {
+
+struct Field {
+  std::string name;
+  stats::FieldUnit unit = stats::FieldUnit::NONE;
+  bool is_string = false;
+  int64_t value = 0;
+  std::string text;  // for string fields
+};
+
+struct CtxRow {
+  uint64_t tenant_id = 0;
+  int64_t ctx_id = 0;
+  std::string ctx_name;
+  int64_t hold = 0;
+  int64_t limit = 0;
+  int64_t tenant_hold = 0;
+  int64_t tenant_limit = 0;
+};
+
+// One consistent copy of a region, every offset checked.
+struct Snapshot {
+  uint16_t major = 0;
+  uint16_t minor = 0;
+  int64_t pid = 0;
+  int64_t start_time = 0;
+  uint64_t generation = 0;
+  int64_t heartbeat_ns = 0;
+  uint64_t refreshes = 0;
+  std::vector<Field> fields;  // in the region's order
+  std::vector<CtxRow> ctxs;
+
+  // The value of a 64-bit field, or `missing` when the region has no such field.
+  int64_t get(const std::string& name, int64_t missing = -1) const;
+  const Field* find(const std::string& name) const;
+};
+
+// Validates region bytes [0, size) and decodes them. Any inconsistency (magic, major
+// version, a size or offset out of bounds) is an error naming it; never reads outside.
+absl::StatusOr<Snapshot> parse_region(const unsigned char* bytes, size_t size);
+
+struct ControlAnswer {
+  int32_t result = 0;  // stats::ControlResult
+  std::string message;
+  int64_t before = 0;
+  int64_t after = 0;
+  int64_t unmapped = 0;
+  int64_t washed = 0;
+};
+
+// A mapped region of a live process (or any byte buffer, for tests).
+class Region {
+ public:
+  // Opens PID's region. Refuses another user's process unless `force`.
+  static absl::StatusOr<std::unique_ptr<Region>> open_pid(pid_t pid, bool force);
+  // Over caller-owned memory (tests).
+  static std::unique_ptr<Region> over(unsigned char* bytes, size_t size, pid_t pid);
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  // A settled copy, validated, and checked against the live process (generation, pid,
+  // start time). `max_tries` bounds the retries while the writer is mid-update.
+  absl::StatusOr<Snapshot> snapshot(int max_tries = 1000) const;
+  // Writes a request into the control slot and waits for the answer.
+  absl::StatusOr<ControlAnswer> request(stats::ControlOp op, const std::string& option,
+                                        const std::string& value, absl::Duration timeout);
+  pid_t pid() const { return pid_; }
+
+ private:
+  Region(unsigned char* bytes, size_t size, pid_t pid, bool owned)
+      : bytes_(bytes), size_(size), pid_(pid), owned_(owned) {}
+  unsigned char* bytes_;
+  size_t size_;
+  pid_t pid_;
+  bool owned_;
+};
+
+// Field 22 of /proc/PID/stat (start time in clock ticks after boot), or -1.
+int64_t process_start_time(pid_t pid);
+// The process's resident bytes from /proc/PID/statm, or -1.
+int64_t process_rss(pid_t pid);
+// Every pid of this user that has a stats region, ascending.
+std::vector<pid_t> pids_with_region();
+
+}  // namespace achunk::dump
