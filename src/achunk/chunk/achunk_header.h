@@ -43,14 +43,17 @@ struct AChunk {
 
   void* data() { return reinterpret_cast<char*>(this) + ACHUNK_HEADER_SIZE; }
   int64_t hold() const { return chunk_hold_size(alloc_bytes_); }
-  int64_t aligned() const { return chunk_aligned_size(alloc_bytes_); }
+  int64_t aligned() const { return mapped_; }
   bool is_valid() const { return magic_.load(std::memory_order_relaxed) == MAGIC_CODE; }
   bool is_cached() const { return magic_.load(std::memory_order_relaxed) == CACHED_CODE; }
 
   // Atomic so that a double free racing the first free is a bug report, not a data race.
   std::atomic<uint32_t> magic_{MAGIC_CODE};
   int64_t alloc_bytes_ = 0;  // payload requested by the last alloc_chunk
-  int64_t cache_ts_ = 0;     // microseconds, stamped when the chunk entered the cache
+  // Bytes mapped, fixed for the chunk's life: a cached large chunk may serve a smaller
+  // request (the tail's pages given back), and goes back to the slot of its mapping.
+  int64_t mapped_ = 0;
+  int64_t cache_ts_ = 0;  // microseconds, stamped when the chunk entered the cache
   AChunk* prev_ = nullptr;
   AChunk* next_ = nullptr;
   // Handed out straight from a new mapping: no byte of the payload was touched, so it

@@ -75,8 +75,17 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
   }
   const int idx = slot_index(aligned, thread_way());
   if (idx != HUGE_SLOT) {
-    if (AChunk* cached = pop_chunk_with_size(idx)) {
-      if (AChunk* chunk = reuse_cached(cached, idx, size, hold)) return chunk;
+    int from = idx;
+    AChunk* cached = pop_chunk_with_size(idx);
+    // Best fit: a large request may take a cached chunk of the next size when that wastes
+    // at most a quarter of the request (the tail's pages go back in reuse_cached).
+    if (cached == nullptr && is_large(idx) && idx + 1 < HUGE_SLOT &&
+        4 * slot_bytes(idx + 1) <= 5 * aligned) {
+      from = idx + 1;
+      cached = pop_chunk_with_size(from);
+    }
+    if (cached != nullptr) {
+      if (AChunk* chunk = reuse_cached(cached, from, size, hold)) return chunk;
     } else {
       bump(slots_[idx].misses_);
     }
@@ -157,6 +166,7 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
   chunk->lead_ = lead;
   chunk_registry::add(chunk);
   chunk->alloc_bytes_ = size;
+  chunk->mapped_ = aligned;
   chunk->fresh_ = true;
   if (listener_.load(std::memory_order_relaxed) != nullptr) notify(clock_.now_us());
   return chunk;

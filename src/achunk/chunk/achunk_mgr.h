@@ -46,7 +46,8 @@ class AChunkMgr {
   AChunkMgr& operator=(const AChunkMgr&) = delete;
 
   // A chunk whose data() has room for `size` bytes, or nullptr with the reason in
-  // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one.
+  // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one,
+  // else a large request a cached chunk of the next large size up to 25% larger.
   // With `head_align` (a power of two above 2 MiB) the chunk is a fresh mapping placed
   // so that its second 2 MiB unit starts at a multiple of head_align: an object there is
   // that aligned, and its header, just below, is in the chunk's first unit. The mapping
@@ -132,6 +133,8 @@ class AChunkMgr {
   };
 
   static bool is_large(int idx) { return idx >= NORMAL_ACHUNK_NWAY && idx < HUGE_SLOT; }
+  // The mapped size of the chunks of large slot `idx`.
+  static int64_t slot_bytes(int idx) { return (idx - NORMAL_ACHUNK_NWAY + 2) * ACHUNK_ALIGN; }
 
   bool try_inc_hold(int64_t bytes);
   void dec_hold(int64_t bytes) { hold_.fetch_sub(bytes, std::memory_order_relaxed); }

@@ -35,6 +35,9 @@ class BlockSet {
   // `wash`: the free span it forms is washed (its dirty part) whatever its length, unless
   // the source's span idle time is negative.
   void free_block(ABlock* block, bool wash = false);
+  // Gives the pages of a range inside a span in use back to the OS (it then reads as
+  // zero); 0 or errno. Touches no state of the set, so it needs no lock.
+  int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }
 
   // Gives the physical pages of every free span not washed yet back to the OS (madvise); the spans
   // stay free and usable, they fault in again when reused. Returns the bytes washed.

@@ -33,8 +33,10 @@ void* MallocShim::calloc(size_t count, size_t size) {
   // A big object carved from untouched pages is zero already: writing zeros would only
   // fault in pages a sparse table (InnoDB's hash tables are calloc'ed) may never use.
   if (p == nullptr) return nullptr;
-  if (total <= static_cast<size_t>(SMALL_OBJECT_MAX) || !ObjectSet::born_zero(p)) {
+  if (total <= static_cast<size_t>(SMALL_OBJECT_MAX)) {
     std::memset(p, 0, total);
+  } else if (!ObjectSet::born_zero(p)) {
+    ObjectSet::zero_big(p, static_cast<int64_t>(total));
   }
   return p;
 }

@@ -1,5 +1,6 @@
 // ObjectSet's object paths: alloc (small through the thread heap, big as its own span),
 // free from any thread, in-place resize, and the usage scan.
+#include <cstring>
 #include <mutex>
 #include <new>
 
@@ -58,6 +59,24 @@ bool ObjectSet::is_object_start(const void* ptr, ABlock* block) {
 bool ObjectSet::born_zero(void* ptr) {
   const Slab* slab = slab_of(BlockSet::ptr2block(header_of(ptr)));
   return slab->sc_ == Slab::BIG && slab->born_zero_;
+}
+
+void ObjectSet::zero_big(void* ptr, int64_t bytes) {
+  char* const start = static_cast<char*>(ptr);
+  char* const end = start + bytes;
+  constexpr uintptr_t PAGE = 4096;
+  char* const first =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(start) + PAGE - 1) & ~(PAGE - 1));
+  char* const last = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(end) & ~(PAGE - 1));
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  if (bytes < ZERO_BY_RELEASE_MIN ||
+      ObjectMgr::shard_of(block).block_set_.release_pages(first, last - first) != 0) {
+    std::memset(ptr, 0, static_cast<size_t>(bytes));
+    return;
+  }
+  // The partial pages at both ends share bytes with the header and the tail canary.
+  std::memset(start, 0, static_cast<size_t>(first - start));
+  std::memset(last, 0, static_cast<size_t>(end - last));
 }
 
 void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {

@@ -96,6 +96,12 @@ class ObjectSet {
   // handed out: a big object carved from pages untouched since mapped or washed. calloc
   // asks, right after the allocation, so it need not fault those pages in to zero them.
   static bool born_zero(void* ptr);
+  // Makes the first `bytes` of the big object at `ptr` read as zero. From
+  // ZERO_BY_RELEASE_MIN bytes on, its whole pages are given back (release_pages) rather
+  // than written: a madvise costs about what the memset would, and the pages the caller
+  // never touches are never faulted in.
+  static void zero_big(void* ptr, int64_t bytes);
+  static constexpr int64_t ZERO_BY_RELEASE_MIN = int64_t{256} << 10;
   // Changes the requested size of an object in place when its slot or span allows;
   // returns false (object unchanged) otherwise.
   static bool resize_in_place(void* ptr, int64_t new_size);

@@ -135,6 +135,32 @@ TEST_F(AChunkMgrTest, LargeSlotsServeTheirExactSizeOnly) {
   expect_consistent();
 }
 
+TEST_F(AChunkMgrTest, LargeRequestTakesTheNextSizeWithinAQuarter) {
+  AChunk* ten = alloc_mb(10);
+  mgr_.free_chunk(ten);
+  AChunk* eight = alloc_mb(8);  // no 8 MiB chunk cached; 10 MiB is 25% more
+  ASSERT_EQ(eight, ten);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.release_calls(), 1);  // the 2 MiB tail went back to the OS
+  EXPECT_EQ(os_.released_bytes(), 2 * MB);
+  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(8)));
+  EXPECT_EQ(eight->aligned(), 10 * MB);  // it keeps its mapping
+  mgr_.free_chunk(eight);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::slot_index(10 * MB, 0)), 1);
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), chunk_hold_size(payload_for_mb(8)));
+  AChunk* ten_again = alloc_mb(10);  // its own size: charges the whole mapping again
+  ASSERT_EQ(ten_again, ten);
+  EXPECT_EQ(mgr_.get_hold(), 10 * MB);
+  mgr_.free_chunk(ten_again);
+  AChunk* six = alloc_mb(6);  // 8 MiB would be a third more: no
+  EXPECT_NE(six, ten);
+  mgr_.free_chunk(six);
+  const ChunkMgrStats s = mgr_.get_stats(false);
+  EXPECT_EQ(s.cache_hits, 2);
+  EXPECT_EQ(s.large_maps, 2);
+  expect_consistent();
+}
+
 TEST_F(AChunkMgrTest, HugeChunksAreNeverCached) {
   AChunk* h = alloc_mb(22);
   ASSERT_NE(h, nullptr);

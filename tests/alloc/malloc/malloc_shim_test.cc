@@ -61,6 +61,14 @@ TEST(MallocShimTest, CallocZeroesAndChecksOverflow) {
   ASSERT_NE(big, nullptr);
   for (int i = 0; i < 200 * 1024; ++i) ASSERT_EQ(big[i], 0);
   achunk_free(big);
+  // And one large enough that its pages are given back rather than written.
+  char* span_dirty = static_cast<char*>(achunk_malloc(1 << 20));
+  std::memset(span_dirty, 0x7f, 1 << 20);
+  achunk_free(span_dirty);
+  char* span = static_cast<char*>(achunk_calloc(1 << 10, 1 << 10));
+  ASSERT_NE(span, nullptr);
+  for (int i = 0; i < 1 << 20; ++i) ASSERT_EQ(span[i], 0);
+  achunk_free(span);
   errno = 0;
   EXPECT_EQ(achunk_calloc(SIZE_MAX / 2, 3), nullptr);
   EXPECT_EQ(errno, ENOMEM);
@@ -84,6 +92,27 @@ TEST(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
   EXPECT_EQ(p[0], 0);
   EXPECT_EQ(p[SIZE / 2], 0);
   EXPECT_EQ(p[SIZE - 1], 0);
+  achunk_free(p);
+}
+
+// A big calloc that reuses a dirty cached chunk gives its pages back instead of writing
+// zeros over them: reading as zero without taking them all in RAM.
+TEST(MallocShimTest, CallocOfDirtyCachedChunkGivesItsPagesBack) {
+  constexpr size_t SIZE = size_t{8} << 20;
+  char* dirty = static_cast<char*>(achunk_malloc(SIZE));
+  ASSERT_NE(dirty, nullptr);
+  std::memset(dirty, 0x7f, SIZE);
+  achunk_free(dirty);
+  char* p = static_cast<char*>(achunk_calloc(1, SIZE));
+  ASSERT_EQ(p, dirty);  // the cached chunk, its pages dirty
+  achunk::LinuxOs os;
+  char* page = p - reinterpret_cast<uintptr_t>(p) % 4096;
+  const int64_t resident = os.resident_bytes(page, SIZE);
+  ASSERT_GE(resident, 0);
+  EXPECT_LT(resident, 64 * 1024);  // the partial pages at both ends at most
+  for (size_t i = 0; i < 8192; ++i) ASSERT_EQ(p[i], 0);
+  for (size_t i = SIZE - 8192; i < SIZE; ++i) ASSERT_EQ(p[i], 0);
+  for (size_t i = 0; i < SIZE; i += 4096) ASSERT_EQ(p[i + i / 4096 % 4096], 0);
   achunk_free(p);
 }
 
