@@ -14,47 +14,12 @@
 #include "achunk/base/alloc_failure.h"
 #include "achunk/base/error_report.h"
 #include "context/context_guard.h"
+#include "context/memory_context_fixture.h"
 #include "context/page_manager.h"
 #include "global/global.h"
 
 namespace achunk {
 namespace {
-
-constexpr int CTX = WORK_AREA;  // test contexts only: nothing else charges this ctx
-
-int64_t ctx_hold() {
-  return global_malloc_allocator().get_tenant_ctx_allocator(OB_SERVER_TENANT_ID, CTX)->hold();
-}
-
-ContextParam param(const char* label, int properties = 0) {
-  ContextParam p;
-  p.set_mem_attr(OB_SERVER_TENANT_ID, label, CTX).set_properties(properties);
-  return p;
-}
-
-struct Leaks {
-  static inline std::mutex mu;  // contexts may be destroyed on several threads at once
-  static inline std::vector<LeakReport> reports;
-  static inline std::vector<std::string> labels;
-  static void handler(const LeakReport& r) {
-    std::lock_guard<std::mutex> g(mu);
-    reports.push_back(r);
-    labels.emplace_back(r.label);
-  }
-};
-
-class MemoryContextTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    Leaks::reports.clear();
-    Leaks::labels.clear();
-    previous_ = set_leak_handler(&Leaks::handler);
-    start_hold_ = ctx_hold();
-  }
-  void TearDown() override { set_leak_handler(previous_); }
-  LeakHandler previous_ = nullptr;
-  int64_t start_hold_ = 0;
-};
 
 TEST_F(MemoryContextTest, TreeCreateDestroyInEveryOrder) {
   MemoryContext root = MemoryContext::root();
@@ -91,34 +56,6 @@ TEST_F(MemoryContextTest, SubtreeHoldAndDestroyReturnsEverything) {
   EXPECT_TRUE(top->free(p).ok());
   EXPECT_TRUE(top->destroy().ok());
   EXPECT_TRUE(Leaks::reports.empty());
-  EXPECT_EQ(ctx_hold(), start_hold_);
-}
-
-TEST_F(MemoryContextTest, FreedObjectsAreReusedAndContentsKept) {
-  auto ctx = MemoryContext::root().create_child(param("t_reuse"));
-  char* a = static_cast<char*>(ctx->allocf(64));
-  std::memcpy(a, "hello", 6);
-  void* b = ctx->allocf(64);
-  EXPECT_STREQ(a, "hello");
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 16, 0u);
-  EXPECT_TRUE(ctx->free(a).ok());
-  EXPECT_EQ(ctx->allocf(60), a);  // same size class
-  EXPECT_TRUE(ctx->free(a).ok());
-  EXPECT_TRUE(ctx->free(b).ok());
-  EXPECT_TRUE(ctx->destroy().ok());
-}
-
-TEST_F(MemoryContextTest, ArenaReuseKeepsOnePageAndDestroyFreesIt) {
-  auto ctx = MemoryContext::root().create_child(param("t_arena"));
-  for (int i = 0; i < 100; ++i) ASSERT_NE(ctx->allocp(1000), nullptr);  // several pages
-  const int64_t many = ctx->hold();
-  EXPECT_GT(many, 3 * DEFAULT_CONTEXT_PAGE_SIZE);
-  EXPECT_TRUE(ctx->reuse_arena().ok());
-  EXPECT_EQ(ctx->hold(), DEFAULT_CONTEXT_PAGE_SIZE);
-  EXPECT_EQ(ctx->used(), 0);
-  void* p = ctx->allocp(10);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
-  EXPECT_TRUE(ctx->destroy().ok());
   EXPECT_EQ(ctx_hold(), start_hold_);
 }
 
@@ -176,19 +113,6 @@ TEST_F(MemoryContextTest, InvalidParametersAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(MemoryContextTest, ForeignAndDoubleFreesAreRefused) {
-  ErrorHandler prev = set_error_handler([](ErrorKind, const void*, const char*) {});
-  auto a = MemoryContext::root().create_child(param("t_fa"));
-  auto b = MemoryContext::root().create_child(param("t_fb"));
-  void* p = a->allocf(32);
-  EXPECT_FALSE(b->free(p).ok());  // not b's
-  EXPECT_TRUE(a->free(p).ok());
-  EXPECT_FALSE(a->free(p).ok());  // double free
-  EXPECT_TRUE(a->destroy().ok());
-  EXPECT_TRUE(b->destroy().ok());
-  set_error_handler(prev);
-}
-
 TEST_F(MemoryContextTest, UsePmContextUsesTheThreadsPageManager) {
   std::thread t([&] {
     auto ctx = MemoryContext::root().create_child(param("t_pm", USE_TL_PAGE_OPTIONAL));
@@ -220,25 +144,6 @@ TEST_F(MemoryContextTest, UsePmContextRefusesOtherThreads) {
   EXPECT_TRUE(ctx->free(p).ok());
   EXPECT_TRUE(ctx->destroy().ok());
   set_error_handler(prev);
-}
-
-TEST_F(MemoryContextTest, WithContextAndTempContext) {
-  auto ctx = MemoryContext::root().create_child(param("t_with"));
-  EXPECT_EQ(CURRENT_CONTEXT, MemoryContext::root());
-  WITH_CONTEXT(*ctx) {
-    EXPECT_EQ(CURRENT_CONTEXT, *ctx);
-    MemoryContext inner;
-    CREATE_WITH_TEMP_CONTEXT(param("t_temp")) {
-      inner = CURRENT_CONTEXT;
-      EXPECT_STREQ(inner.label(), "t_temp");
-      EXPECT_NE(inner.allocf(100), nullptr);  // a leak the destroy reports
-    }
-    EXPECT_FALSE(inner.check().ok());  // destroyed at scope exit
-    EXPECT_EQ(CURRENT_CONTEXT, *ctx);
-  }
-  EXPECT_EQ(CURRENT_CONTEXT, MemoryContext::root());
-  EXPECT_EQ(Leaks::reports.size(), 1u);
-  EXPECT_TRUE(ctx->destroy().ok());
 }
 
 TEST_F(MemoryContextTest, ThreadSafeAllocAndChildren) {

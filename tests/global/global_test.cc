@@ -156,38 +156,5 @@ TEST(GlobalApiDeathTest, TheTenantDirectoryCostsRamOnlyForTheCtxAllocatorsInUse)
       ::testing::ExitedWithCode(0), "");
 }
 
-// glibc's extras as the C API serves them (libachunk_malloc.so exports them by glibc's names).
-TEST(GlobalApiTest, MallinfoAndTrimReportTheChunkCache) {
-  char err[64];
-  ASSERT_TRUE(set_option("memory_chunk_cache_size", "64M", err, sizeof(err))) << err;
-  void* p = chunk_alloc(4 << 20);
-  ASSERT_NE(p, nullptr);
-  const achunk_mallinfo during = achunk_mallinfo2();
-  EXPECT_GE(during.arena, size_t{4} << 20);
-  EXPECT_GE(during.uordblks, size_t{4} << 20);
-  chunk_free(p);
-  const achunk_mallinfo cached = achunk_mallinfo2();
-  EXPECT_GE(cached.fordblks, size_t{4} << 20);
-  EXPECT_EQ(cached.keepcost, cached.fordblks);
-  EXPECT_EQ(achunk_malloc_trim(0), 1);
-  EXPECT_EQ(achunk_mallinfo2().fordblks, 0u);
-  EXPECT_EQ(achunk_mallopt(-1, 0), 1);  // M_TRIM_THRESHOLD
-  EXPECT_EQ(achunk_mallopt(-3, 0), 1);  // M_MMAP_THRESHOLD
-  EXPECT_EQ(achunk_mallopt(-8, 2), 0);  // M_ARENA_MAX
-}
-
-TEST(GlobalApiTest, MallocInfoWritesXml) {
-  char buf[4096] = {};
-  FILE* f = fmemopen(buf, sizeof(buf) - 1, "w");
-  ASSERT_NE(f, nullptr);
-  EXPECT_EQ(achunk_malloc_info(0, f), 0);
-  fclose(f);
-  const std::string xml(buf);
-  EXPECT_EQ(xml.rfind("<malloc version=\"achunk-1\">", 0), 0u) << xml;
-  EXPECT_NE(xml.find("<total type=\"arena\" size=\""), std::string::npos);
-  EXPECT_NE(xml.find("</malloc>"), std::string::npos);
-  EXPECT_EQ(achunk_malloc_info(1, stderr), -1);  // options other than 0
-}
-
 }  // namespace
 }  // namespace achunk

@@ -258,26 +258,4 @@ TEST(MallocShimTest, UsableSizeCoversTheRequest) {
   EXPECT_EQ(achunk_malloc_usable_size(nullptr), 0u);
 }
 
-TEST(MallocShimTest, COptionsAndDumps) {
-  char err[128];
-  EXPECT_EQ(achunk_set_option("chunk_cache_ttl_ms", "12345", err, sizeof(err)), 0);
-  int64_t v = 0;
-  EXPECT_EQ(achunk_get_option("chunk_cache_ttl_ms", &v), 0);
-  EXPECT_EQ(v, 12345);
-  EXPECT_EQ(achunk_set_option("chunk_cache_ttl_ms", "x", err, sizeof(err)), -1);
-  EXPECT_NE(std::string(err).find("expected a number"), std::string::npos);
-  EXPECT_EQ(achunk_get_option("nope", &v), -1);
-  void* p = achunk_malloc(100);
-  char buf[8192];
-  achunk_print_chunk_dump(buf, sizeof(buf), 0);
-  EXPECT_EQ(std::string(buf).rfind("[chunk_mgr]", 0), 0u);
-  achunk_print_usage(buf, sizeof(buf), 0);
-  EXPECT_NE(std::string(buf).find("ctx_id=GLIBC"), std::string::npos) << buf;
-  EXPECT_NE(std::string(buf).find("mod=glibc_malloc"), std::string::npos);
-  achunk_free(p);
-  EXPECT_GE(achunk_release_free_memory(), 0);
-  // The process's options outlive the test: later tests in this process expect defaults.
-  EXPECT_EQ(achunk_set_option("chunk_cache_ttl_ms", "30000", err, sizeof(err)), 0);
-}
-
 }  // namespace

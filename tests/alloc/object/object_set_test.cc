@@ -33,24 +33,6 @@ TEST(SizeClassTest, EveryRequestGetsTheSmallestSlotThatFits) {
   EXPECT_EQ(class_slot_size(size_class_of(64)), 80);  // 64 B objects: 25% meta
 }
 
-TEST(LabelTest, TheCachedLookupSeesTextRewrittenAtTheSamePointer) {
-  char label[32] = "t_cache_one";
-  EXPECT_EQ(label_id_cached(label), label_id("t_cache_one"));
-  EXPECT_EQ(label_id_cached(label), label_id("t_cache_one"));  // a hit
-  std::strcpy(label, "t_cache_two");
-  EXPECT_EQ(label_id_cached(label), label_id("t_cache_two"));
-  EXPECT_EQ(label_id_cached(nullptr), label_id(nullptr));
-}
-
-TEST(LabelTest, InternsOnceAndCuts) {
-  const uint16_t a = label_id("SqlExecutor");
-  EXPECT_EQ(label_id("SqlExecutor"), a);
-  EXPECT_STREQ(label_name(a), "SqlExecutor");
-  const uint16_t long_id = label_id("AVeryLongLabelNameIndeed");
-  EXPECT_STREQ(label_name(long_id), "AVeryLongLabelN");
-  EXPECT_STREQ(label_name(label_id(nullptr)), "unlabeled");
-}
-
 class ObjectSetTest : public ChunkMgrTest {
  protected:
   DirectChunkSource source_{mgr_};

@@ -1,0 +1,130 @@
+// The usage print (ob_print_usage's engine) over a fake OS: the ctx and label lines,
+// the resident bytes of the ctx's chunks, and its spans split by kind.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "alloc/object/ob_malloc_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
+  const ObMemAttr attr(TENANT, "t_print_rss");
+  void* small = alloc_->alloc(100, attr);
+  void* big = alloc_->alloc(3 * 1024 * 1024, attr);  // a dedicated chunk: two chunks in all
+  os_.set_resident_per_range(100 * 1024);
+  const int64_t calls = os_.resident_calls();
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  // One probe per chunk, then one per slab, big object and free span (the first chunk's
+  // rest); the thread heap's span is not probed.
+  EXPECT_EQ(os_.resident_calls() - calls, 2 + 3);
+  EXPECT_NE(std::string(buf).find(" resident=        204,800 "), std::string::npos) << buf;
+  // The fake reports at most a range's size: the whole 16 KiB slab.
+  EXPECT_NE(std::string(buf).find(" slab_resident=         16,384 big="), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos)
+      << buf;
+  // A fresh shard washes free spans of 128 KiB as they form.
+  EXPECT_NE(
+      std::string(buf).find(" free_resident=        102,400 wash_at=  131,072 heap_trims=       0"
+                            " spares_reclaimed=              0\n"),
+      std::string::npos)
+      << buf;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("\"free_resident\":102400,\"wash_at\":131072,"
+                                  "\"heap_trims\":0,\"spares_reclaimed\":0}"),
+            std::string::npos)
+      << buf;
+  os_.set_resident_per_range(-1);
+  ObMallocAllocator::free(big);
+  ObMallocAllocator::free(small);
+}
+
+TEST_F(ObMallocTest, UsagePrintSplitsTheCtxSpansByKind) {
+  const ObMemAttr attr(TENANT, "t_print_spans");
+  void* a = alloc_->alloc(100, attr);  // a 128-byte slot in a 16 KiB slab
+  void* b = alloc_->alloc(100, attr);
+  void* big = alloc_->alloc(200 * 1024 - 64, attr);  // 25 blocks of its own
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  const std::string text(buf);
+  EXPECT_NE(text.find("[MEMORY] ctx_id=DEFAULT_CTX_ID slabs=         16,384 slab_slots="),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" slab_live=            256 empty_slabs=              0 "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" big=        204,800 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" other=          8,192 "), std::string::npos) << text;  // the thread heap
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+  alloc_->print_usage_json(buf, sizeof(buf));
+  // The thread's current slab stays, empty.
+  EXPECT_NE(std::string(buf).find("\"slab_live\":0,\"empty_slabs\":16384,"), std::string::npos)
+      << buf;
+  ObMallocAllocator::free(big);
+}
+
+TEST_F(ObMallocTest, UsagePrintShowsWashedSpansAndShards) {
+  alloc_->set_span_idle_ms(-1);  // only the explicit wash below
+  const ObMemAttr attr(TENANT, "t_print_wash");
+  void* keep = alloc_->alloc(100, attr);  // keeps the chunk held
+  void* big = alloc_->alloc(200 * 1024, attr);
+  ObMallocAllocator::free(big);
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find(" washed=              0 shards=1 "), std::string::npos) << buf;
+  EXPECT_EQ(std::string(buf).find(" free_spans=              0 "), std::string::npos) << buf;
+  const int64_t washed = ta().object_set().wash_free_spans();
+  ASSERT_GT(washed, 200 * 1024);
+  alloc_->print_usage(buf, sizeof(buf));
+  char expect[64];
+  std::snprintf(expect, sizeof(expect), " washed=%15s shards=1 ", with_commas(washed).c_str());
+  EXPECT_NE(std::string(buf).find(expect), std::string::npos) << buf << "\nwanted" << expect;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("\"free_spans\":" + std::to_string(washed) +
+                                  ",\"washed\":" + std::to_string(washed) + ",\"shards\":1,"),
+            std::string::npos)
+      << buf;
+  EXPECT_NE(std::string(buf).find(",\"shards\":1,"), std::string::npos) << buf;
+  // Reusing the span makes it resident again: no longer counted.
+  int64_t washed_now = 0;
+  const int64_t free_spans = ta().object_set().free_span_bytes(&washed_now);
+  EXPECT_EQ(washed_now, washed);
+  EXPECT_EQ(free_spans, washed);  // every free span was washed
+  void* again = alloc_->alloc(washed - 64 * 1024, attr);
+  ta().object_set().free_span_bytes(&washed_now);
+  EXPECT_LT(washed_now, washed);
+  ObMallocAllocator::free(again);
+  ObMallocAllocator::free(keep);
+}
+
+TEST_F(ObMallocTest, UsagePrintHasCtxAndLabelLines) {
+  void* a = alloc_->alloc(1000, ObMemAttr(TENANT, "t_print_big"));
+  void* b = alloc_->alloc(10, ObMemAttr(TENANT, "t_print_small"));
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  const std::string out(buf);
+  EXPECT_NE(out.find("[MEMORY] tenant_id= 1001 ctx_id=DEFAULT_CTX_ID hold=      2,097,152"),
+            std::string::npos)
+      << out;
+  const size_t big = out.find("mod=t_print_big");
+  const size_t small = out.find("mod=t_print_small");
+  ASSERT_NE(big, std::string::npos);
+  ASSERT_NE(small, std::string::npos);
+  EXPECT_LT(big, small);  // sorted by hold
+  EXPECT_NE(out.find("count=       1 avg_used=          1,000"), std::string::npos) << out;
+  alloc_->print_usage_json(buf, sizeof(buf));
+  EXPECT_NE(std::string(buf).find("{\"mod\":\"t_print_small\",\"hold\":32,\"used\":10,\"count\":1"),
+            std::string::npos)
+      << buf;
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+}
+
+}  // namespace
+}  // namespace achunk::testing
