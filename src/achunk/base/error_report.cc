@@ -36,7 +36,11 @@ void write_stderr_line(const char* message) {
   char line[512];
   BufWriter w(line, sizeof(line));
   w.str(message).ch('\n');
-  const int64_t n = w.truncated() ? static_cast<int64_t>(sizeof(line)) - 1 : w.length();
+  int64_t n = w.length();
+  if (w.truncated()) {  // cut the message, never the newline
+    n = static_cast<int64_t>(sizeof(line)) - 1;
+    line[n - 1] = '\n';
+  }
   [[maybe_unused]] ssize_t r = ::write(STDERR_FILENO, line, static_cast<size_t>(n));
 }
 
