@@ -1,11 +1,13 @@
-// Chunk layer: the chunk registry, one bit per 2 MiB unit of the address space, set
-// while a chunk starting at that unit is handed out (not while it rests in the cache).
+// Chunk layer: the chunk registry, one state byte per 2 MiB unit of the address space,
+// LIVE while a chunk starting at that unit is handed out (not while it rests in the cache).
 // A pointer is checked against it before any chunk header is read, so a free of memory
 // achunk never mapped (static data, a stack, a foreign mapping, a released chunk) is
-// reported instead of faulting, and a set bit also proves the chunk live. A second bit
-// marks units whose chunk was freed and not handed out again, so a late free of a
-// released chunk reads as "already freed". Both arrays are zero-initialised statics:
-// their pages are touched only where chunks live. Depends on achunk_header.h.
+// reported instead of faulting, and LIVE also proves the chunk live. RELEASED marks units
+// whose chunk was freed and not handed out again, so a late free of a released chunk
+// reads as "already freed". A byte, not a bit, per unit: marking is a plain store, where
+// bits sharing a word would need two locked instructions per chunk alloc and free. The
+// array is a zero-initialised static of 64 MiB of address space; a page of it covers
+// 8 GiB, and only pages where chunks live are ever touched. Depends on achunk_header.h.
 #pragma once
 
 #include <atomic>
@@ -26,10 +28,9 @@ inline constexpr int ADDRESS_BITS = 48;
 inline constexpr int UNIT_SHIFT = 21;
 static_assert((int64_t{1} << UNIT_SHIFT) == ACHUNK_ALIGN);
 inline constexpr uint64_t UNITS = uint64_t{1} << (ADDRESS_BITS - UNIT_SHIFT);
-inline constexpr uint64_t WORDS = UNITS / 64;
 
-extern std::atomic<uint64_t> live_bits[WORDS];
-extern std::atomic<uint64_t> released_bits[WORDS];
+enum : uint8_t { NEVER = 0, LIVE = 1, RELEASED = 2 };
+extern std::atomic<uint8_t> unit_state[UNITS];
 
 // The address bits above the covered range: an address with any of them set is no chunk.
 inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
@@ -37,8 +38,7 @@ inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
 // is_chunk for an address the caller has checked against OUT_OF_RANGE (the free fast
 // path folds that into its alignment test).
 inline bool is_chunk_in_range(uintptr_t addr) {
-  const uint64_t unit = addr >> UNIT_SHIFT;
-  return ((live_bits[unit / 64].load(std::memory_order_relaxed) >> (unit % 64)) & 1) != 0;
+  return unit_state[addr >> UNIT_SHIFT].load(std::memory_order_relaxed) == LIVE;
 }
 // Whether a live chunk starts at the 2 MiB unit holding `addr`. One load, no lock; never
 // reads memory outside the registry.
