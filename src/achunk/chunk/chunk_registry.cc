@@ -2,7 +2,7 @@
 
 namespace achunk::chunk_registry {
 
-constinit std::atomic<uint8_t> unit_state[UNITS] = {};
+uint8_t unit_state[UNITS];
 
 namespace {
 
@@ -18,15 +18,15 @@ bool covers(const void* chunk) {
 
 bool was_released(const void* p) {
   const uint64_t unit = unit_of(p);
-  return unit < UNITS && unit_state[unit].load(std::memory_order_relaxed) == RELEASED;
+  return unit < UNITS && load_state(unit) == RELEASED;
 }
 
 void add(const void* chunk) {
-  unit_state[unit_of(chunk)].store(LIVE, std::memory_order_release);
+  std::atomic_ref<uint8_t>(unit_state[unit_of(chunk)]).store(LIVE, std::memory_order_release);
 }
 
 void remove(const void* chunk) {
-  unit_state[unit_of(chunk)].store(RELEASED, std::memory_order_release);
+  std::atomic_ref<uint8_t>(unit_state[unit_of(chunk)]).store(RELEASED, std::memory_order_release);
 }
 
 }  // namespace achunk::chunk_registry

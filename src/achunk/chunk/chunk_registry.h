@@ -30,7 +30,12 @@ static_assert((int64_t{1} << UNIT_SHIFT) == ACHUNK_ALIGN);
 inline constexpr uint64_t UNITS = uint64_t{1} << (ADDRESS_BITS - UNIT_SHIFT);
 
 enum : uint8_t { NEVER = 0, LIVE = 1, RELEASED = 2 };
-extern std::atomic<uint8_t> unit_state[UNITS];
+// Plain bytes in the bss, read and written through atomic_ref: no constructor to run or
+// constant-evaluate for 2^26 elements.
+extern uint8_t unit_state[UNITS];
+inline uint8_t load_state(uint64_t unit) {
+  return std::atomic_ref<uint8_t>(unit_state[unit]).load(std::memory_order_relaxed);
+}
 
 // The address bits above the covered range: an address with any of them set is no chunk.
 inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
@@ -38,7 +43,7 @@ inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
 // is_chunk for an address the caller has checked against OUT_OF_RANGE (the free fast
 // path folds that into its alignment test).
 inline bool is_chunk_in_range(uintptr_t addr) {
-  return unit_state[addr >> UNIT_SHIFT].load(std::memory_order_relaxed) == LIVE;
+  return load_state(addr >> UNIT_SHIFT) == LIVE;
 }
 // Whether a live chunk starts at the 2 MiB unit holding `addr`. One load, no lock; never
 // reads memory outside the registry.
