@@ -38,7 +38,7 @@ inline void check_in_range(const Options& opts) {
 inline void run_options_input(const uint8_t* data, size_t size) {
   if (size > 4096) size = 4096;
   char conf[4097];
-  std::memcpy(conf, data, size);
+  if (size > 0) std::memcpy(conf, data, size);  // data may be null when size is 0
   conf[size] = '\0';  // parse_conf stops at the first NUL, as getenv's string would
 
   Options whole;
