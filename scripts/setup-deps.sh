@@ -6,6 +6,8 @@ set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev
   libjemalloc-dev pkgconf
+  # scripts/fuzz.sh and the fuzz tests: libFuzzer and the sanitizers of clang.
+  clang-14 libclang-rt-14-dev
   # bench/workloads/run.sh: the peer allocators it preloads, /usr/bin/time, the chart
   # (gnuplot also draws achunk-dump --plot).
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time gnuplot-nox "$@")

@@ -122,7 +122,10 @@ bool parse_option_value(const OptionDef& def, const char* text, size_t len, int6
     if (def.type == OptionType::SIZE) {
       const int64_t m = unit_multiplier(text + used, len - used);
       if (m == 0) return fail(err, err_len, def, "unknown size suffix (use K, M, G or T)");
-      if (v > 0 && v > INT64_MAX / m) return fail(err, err_len, def, "value out of range");
+      // Either sign may overflow ("-9999999999999G" as much as the positive).
+      if (v > INT64_MAX / m || v < INT64_MIN / m) {
+        return fail(err, err_len, def, "value out of range");
+      }
       v *= m;
     } else if (used != len) {
       return fail(err, err_len, def, "trailing characters after the number");

@@ -84,6 +84,9 @@ TEST(OptionsTest, BadValuesAreRejectedWithAReason) {
   EXPECT_NE(std::string(err).find("out of range"), std::string::npos);
   EXPECT_FALSE(parse(OPT_MEMORY_LIMIT, "99999999999T"));
   EXPECT_FALSE(parse(OPT_MEMORY_LIMIT, "99999999999999999999"));
+  // A negative size whose unit overflows int64 (found by the options fuzzer).
+  EXPECT_FALSE(parse(OPT_MEMORY_LIMIT, "-66666666666G"));
+  EXPECT_NE(std::string(err).find("out of range"), std::string::npos);
   EXPECT_FALSE(parse(OPT_LARGE_CHUNK_CACHE, "yes please"));
   EXPECT_FALSE(parse(OPT_CHUNK_CACHE_TTL_MS, "-2"));
   EXPECT_FALSE(parse(OPT_CHUNK_CACHE_TTL_MS, "10s"));
