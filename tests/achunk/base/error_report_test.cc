@@ -6,31 +6,13 @@
 
 #include <string>
 
+#include "support/error_recorder.h"
+
 namespace achunk {
 namespace {
 
-struct Seen {
-  static inline int calls = 0;
-  static inline ErrorKind kind = ErrorKind::INVALID_FREE;
-  static inline const void* ptr = nullptr;
-  static inline std::string line;
-  static void handler(ErrorKind k, const void* p, const char* message) {
-    ++calls;
-    kind = k;
-    ptr = p;
-    line = message;
-  }
-};
-
-class ErrorReportTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    Seen::calls = 0;
-    previous_ = set_error_handler(&Seen::handler);
-  }
-  void TearDown() override { set_error_handler(previous_); }
-  ErrorHandler previous_ = nullptr;
-};
+using ErrorReportTest = testing::ErrorRecorderTest;
+using Seen = testing::ErrorRecorder;
 
 TEST_F(ErrorReportTest, HandlerReceivesKindPointerAndLine) {
   const void* p = reinterpret_cast<const void*>(uintptr_t{0x7f12345678a0});

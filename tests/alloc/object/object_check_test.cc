@@ -8,30 +8,15 @@
 #include <string>
 
 #include "alloc/object/label.h"
+#include "support/error_recorder.h"
 
 namespace achunk {
 namespace {
 
-struct Reports {
-  static inline int calls = 0;
-  static inline ErrorKind kind = ErrorKind::INVALID_FREE;
-  static inline const void* ptr = nullptr;
-  static inline std::string line;
-  static void handler(ErrorKind k, const void* p, const char* message) {
-    ++calls;
-    kind = k;
-    ptr = p;
-    line = message;
-  }
-};
+using Reports = testing::ErrorRecorder;
 
-class ObjectCheckTest : public ::testing::Test {
+class ObjectCheckTest : public testing::ErrorRecorderTest {
  protected:
-  void SetUp() override {
-    Reports::calls = 0;
-    previous_ = set_error_handler(&Reports::handler);
-  }
-  void TearDown() override { set_error_handler(previous_); }
   // An object of `size` bytes in `mem_`, with a header of `state` and an intact tail.
   void* object(ObjectState state, int64_t size) {
     void* p = &mem_[1];
@@ -39,7 +24,6 @@ class ObjectCheckTest : public ::testing::Test {
     write_tail(p, size);
     return p;
   }
-  ErrorHandler previous_ = nullptr;
   alignas(16) uint64_t mem_[16] = {};
 };
 
