@@ -11,6 +11,8 @@
 
 #include "achunk/base/alloc_failure.h"
 #include "alloc/object/malloc_allocator.h"
+#include "context/block_source.h"
+#include "context/ob_allocator.h"
 #include "support/chunk_mgr_fixture.h"
 
 namespace achunk::testing {
@@ -110,6 +112,26 @@ Outcome run_workload(World& w, int64_t cache_cap, int64_t limit) {
       r = next;
     }
     if (r != nullptr) ObMallocAllocator::free(r);
+    // A memory context's freeable allocator over the ctx's shared blocks: small objects on
+    // its pages, one bigger than a page on a page of its own; destroying it (reset) gives
+    // every page back.
+    {
+      SharedBlockSource pages(al.get_tenant_ctx_allocator(TENANT, 0)->object_set());
+      ObAllocator ctx(pages, 8192, false);
+      const uint16_t label = label_id("t_fault_ctx");
+      const size_t before = live.size();
+      for (int64_t size : {int64_t{100}, int64_t{3000}, int64_t{70000}}) {
+        get([&] { return ctx.alloc(size, label); }, size);
+      }
+      for (size_t i = live.size(); i > before; --i) {
+        const Live l = live[i - 1];
+        EXPECT_EQ(l.p[0], 'h');
+        EXPECT_EQ(l.p[l.size - 1], 't');
+        EXPECT_TRUE(ctx.free(l.p));
+        live.pop_back();
+      }
+      ctx.alloc(500, label);  // left for reset to free with the pages
+    }
     // Free every other object (spans form, some washed as they form), then wash.
     for (size_t i = 0; i < live.size(); i += 2) free_at(i);
     al.flush_thread_caches();
