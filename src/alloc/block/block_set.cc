@@ -56,23 +56,22 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
 }
 
 int64_t BlockSet::wash_free_spans() {
-  return wash_spans_freed_by(INT64_MAX, false);
+  return wash_spans_freed_by(INT64_MAX);
 }
 
 int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
-  return wash_spans_freed_by(source_.now_us() - min_free_us, true);
+  return wash_spans_freed_by(source_.now_us() - min_free_us);
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   const int64_t idle = source_.span_idle_us();
   if (idle < 0 || now_us - last_check_us_ < idle / 4) return 0;
   last_check_us_ = now_us;
-  return wash_spans_freed_by(now_us - idle, true);
+  return wash_spans_freed_by(now_us - idle);
 }
 
-int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us, bool stale) {
+int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
   int64_t washed = 0;
-  bool long_enough_sat_dirty = false;
   for (int n = 1; n <= MAX_SPAN; ++n) {
     for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
       // A washed span stays clean while free: nobody touches a free span's pages.
@@ -82,15 +81,8 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us, bool stale) {
       if (source_.release_pages(block_data(block), bytes) == 0) {
         washed += bytes;
         state->washed = true;
-        long_enough_sat_dirty |= n >= WASH_AT_FREE_BLOCKS;
       }
     }
-  }
-  // A span the starting length would have washed as it formed sat dirty for a whole idle
-  // time: the raised length now costs memory rather than saving faults, so it comes down
-  // (otherwise it only grows, and the last burst before a quiet spell is never washed).
-  if (stale && long_enough_sat_dirty && wash_at_blocks_ > WASH_AT_FREE_BLOCKS) {
-    wash_at_blocks_ /= 2;
   }
   return washed;
 }
@@ -198,7 +190,6 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_alig
 
 ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
-  free_streak_ = 0;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
   if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed, 0);
   const int n = static_cast<int>(n64);
@@ -210,10 +201,6 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   ABlock* block = free_lists_[k];
   remove_free(block);
   if (zeroed != nullptr) *zeroed = free_span(block)->washed;
-  if (free_span(block)->washed_at_free && wash_at_blocks_ < WASH_AT_FREE_MAX_BLOCKS &&
-      source_.now_us() - free_span(block)->freed_us < source_.span_idle_us()) {
-    wash_at_blocks_ *= 2;  // washed for nothing: big spans come and go here
-  }
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (k > n) {
@@ -234,10 +221,9 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   return block;
 }
 
-void BlockSet::free_block(ABlock* block, bool wash) {
+void BlockSet::free_block(ABlock* block) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
-  if (free_streak_ < WASH_STREAK) ++free_streak_;  // saturates: only the threshold matters
   if (block->dedicated()) {
     used_ -= chunk->hold();
     release_chunk(chunk);
@@ -252,18 +238,17 @@ void BlockSet::free_block(ABlock* block, bool wash) {
     wash_stale_spans_if_due(source_.now_us());
     return;
   }
+  // The look comes before the merge: a span that sat free for a whole idle time is washed
+  // even when this free is about to join it (the merged span's clock starts again).
+  const int64_t now = source_.now_us();
+  wash_stale_spans_if_due(now);
   block->magic_ = ABlock::MAGIC_CODE;
   int idx = block_index(block);
   int n = block->nblocks_;
-  // The pages that may be dirty: the freed span and neighbours not washed since they
-  // became free (adjacent, so one range).
-  int dirty_from = idx;
-  int dirty_to = idx + n;
   const int next_idx = idx + n;
   if (next_idx < MAX_SPAN) {
     ABlock* next = chunk_block(chunk, next_idx);
     if (!next->in_use()) {
-      if (!free_span(next)->washed) dirty_to += next->nblocks_;
       remove_free(next);
       n += next->nblocks_;
       next->magic_ = 0;
@@ -274,7 +259,6 @@ void BlockSet::free_block(ABlock* block, bool wash) {
     const int prev_idx = highest_at_or_below(meta->span_bits_, idx - 1);
     ABlock* prev = chunk_block(chunk, prev_idx);
     if (!prev->in_use()) {
-      if (!free_span(prev)->washed) dirty_from = prev_idx;
       remove_free(prev);
       n += prev->nblocks_;
       block->magic_ = 0;
@@ -283,24 +267,9 @@ void BlockSet::free_block(ABlock* block, bool wash) {
     }
   }
   block->nblocks_ = n;
-  // Some of its pages are dirty now: the whole span waits a full period again.
-  const int64_t now = source_.now_us();
+  // Some of its pages are dirty now: the whole span waits a full idle time again.
   *free_span(block) = FreeSpan{now, false};
   insert_free(block);
-  // A free span of wash_at_blocks_ or more, or of WASH_AT_FREE_BLOCKS or more at the end
-  // of a streak of frees, or one the caller asks to wash (a heap trim), is washed at once (its
-  // dirty part only), as glibc trims its heap top past M_TRIM_THRESHOLD: when a server goes quiet
-  // its last frees (a connection's memory) come in one burst, and no later free would come to wash
-  // them after span_idle_ms.
-  const bool long_enough =
-      wash || n >= wash_at_blocks_ || (free_streak_ >= WASH_STREAK && n >= WASH_AT_FREE_BLOCKS);
-  if (long_enough && source_.span_idle_us() >= 0 &&
-      source_.release_pages(block_data(chunk_block(chunk, dirty_from)),
-                            (dirty_to - dirty_from) * ABLOCK_SIZE) == 0) {
-    free_span(block)->washed = true;
-    free_span(block)->washed_at_free = true;
-  }
-  wash_stale_spans_if_due(now);
 }
 
 }  // namespace achunk

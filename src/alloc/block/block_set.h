@@ -32,9 +32,10 @@ class BlockSet {
   ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr);
   // A span that is a chunk of its own, placed per `head_align` (AChunkMgr::alloc_chunk).
   ABlock* alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align);
-  // `wash`: the free span it forms is washed (its dirty part) whatever its length, unless
-  // the source's span idle time is negative.
-  void free_block(ABlock* block, bool wash = false);
+  // The span joins its free neighbours and keeps its pages: spans go back to the OS by
+  // idle time only (wash_stale_spans), so a loop that frees and takes the same memory
+  // never pays a madvise and the faults after it.
+  void free_block(ABlock* block);
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
   // zero); 0 or errno. Touches no state of the set, so it needs no lock.
   int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }
@@ -71,8 +72,6 @@ class BlockSet {
   // touched since (a walk of the free lists: for dumps, not for hot paths).
   int64_t free_span_bytes(int64_t* washed) const;
   int64_t hold() const { return hold_; }  // bytes of the chunks held
-  // The free-span length washed as it forms, as it stands now (see WASH_AT_FREE_BLOCKS).
-  int64_t wash_at_bytes() const { return wash_at_blocks_ * ABLOCK_SIZE; }
   int64_t used() const { return used_; }  // bytes of spans handed out
   int64_t chunk_count() const { return chunk_cnt_; }
 
@@ -96,18 +95,6 @@ class BlockSet {
 
  private:
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
-  // A free span of wash_at_blocks_ or more is washed when it forms (unless span_idle_ms
-  // is -1). It starts at 128 KiB, glibc's default trim threshold, and doubles each time
-  // such a span is taken again within span_idle_ms (the wash only cost faults), up to a
-  // length no span inside a chunk reaches, so a busy shard stops washing as spans form.
-  // It halves when an idle-time wash finds a span of 128 KiB or more that sat dirty for
-  // a whole span_idle_ms.
-  static constexpr int WASH_AT_FREE_BLOCKS = 16;
-  static constexpr int WASH_AT_FREE_MAX_BLOCKS = 256;
-  // Whatever the length, the WASH_STREAK-th span free in a row with no allocation
-  // between washes a span of 128 KiB or more as it forms: a closing connection frees
-  // its memory in such a run, often the last calls before the server goes quiet.
-  static constexpr int WASH_STREAK = 8;
 
   // Sets up a chunk fresh from the source as this set's; returns its block 0 header.
   ABlock* take_chunk(AChunk* chunk);
@@ -117,16 +104,14 @@ class BlockSet {
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
-  // Washes the free spans not washed yet that became free at or before `cutoff_us`;
-  // `stale`: they were free for a whole idle time (so the wash length may come down).
-  int64_t wash_spans_freed_by(int64_t cutoff_us, bool stale);
+  // Washes the free spans not washed yet that became free at or before `cutoff_us`.
+  int64_t wash_spans_freed_by(int64_t cutoff_us);
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
     int64_t freed_us;  // when the span (as it is now) became free
     // No page holds anything: given back since, or never touched since the chunk was
     // mapped. Nothing writes to a free span's pages, so it stays true while free.
     bool washed;
-    bool washed_at_free;  // by the free that formed it
   };
   static FreeSpan* free_span(ABlock* block) {
     return reinterpret_cast<FreeSpan*>(block->owner_area_);
@@ -141,8 +126,6 @@ class BlockSet {
   int64_t hold_ = 0;
   int64_t used_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
-  int wash_at_blocks_ = WASH_AT_FREE_BLOCKS;
-  int free_streak_ = 0;  // span frees since the last span allocation, up to WASH_STREAK
   int64_t chunk_cnt_ = 0;
 };
 

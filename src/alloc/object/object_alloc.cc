@@ -158,8 +158,6 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
 
 void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
   *u = SpanUsage{};
-  u->wash_at = wash_at_bytes();
-  u->heap_trims = heap_trims();
   u->spares_reclaimed = spares_reclaimed();
   auto add_resident = [&](int64_t* sum, void* addr, int64_t len) {
     const int64_t r = resident(ctx, addr, len);

@@ -119,10 +119,10 @@ ABlock* ObjectSet::alloc_span(int64_t bytes) {
   });
 }
 
-void ObjectSet::free_span(ABlock* block, bool wash) {
+void ObjectSet::free_span(ABlock* block) {
   SubObjectMgr& shard = ObjectMgr::shard_of(block);
   std::lock_guard<SpinLock> guard(shard.lock_);
-  shard.block_set_.free_block(block, wash);
+  shard.block_set_.free_block(block);
 }
 
 int64_t ObjectSet::wash_free_spans() {
@@ -176,7 +176,7 @@ void ObjectSet::abandon(ThreadHeap* heap) {
   // the refill that adopted it or the free that made room on it.
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     if (heap->current_[sc] != nullptr) settle(heap->current_[sc]);
-    if (heap->spare_[sc] != nullptr) settle(heap->spare_[sc]);
+    while (ABlock* block = heap->pop_spare(sc)) settle(block);
     for (ABlock* list : {heap->partial_[sc], heap->full_[sc]}) {
       for (ABlock* block = list; block != nullptr;) {
         ABlock* next = block->next_;
@@ -316,10 +316,5 @@ int64_t ObjectSet::free_span_bytes(int64_t* washed) {
   return mgr_.sum([&](BlockSet& bs) { return bs.free_span_bytes(washed); });
 }
 
-int64_t ObjectSet::wash_at_bytes() {
-  int64_t longest = 0;
-  mgr_.for_each([&](BlockSet& bs) { longest = std::max(longest, bs.wash_at_bytes()); });
-  return longest;
-}
 
 }  // namespace achunk

@@ -49,8 +49,6 @@ struct SpanUsage {
   int64_t big_resident = 0;
   int64_t other = 0;             // thread heaps and spans lent to memory contexts
   int64_t free_resident = 0;     // free spans' bytes still in RAM
-  int64_t wash_at = 0;           // the longest wash-as-it-forms length among the shards
-  int64_t heap_trims = 0;        // ObjectSet::heap_trims()
   int64_t spares_reclaimed = 0;  // ObjectSet::spares_reclaimed()
 };
 
@@ -113,10 +111,6 @@ class ObjectSet {
   int64_t span_used();
   // BlockSet::free_span_bytes over the shards.
   int64_t free_span_bytes(int64_t* washed);
-  // The longest wash-as-it-forms length among the shards (BlockSet::wash_at_bytes).
-  int64_t wash_at_bytes();
-  // Times a thread heap gave back its empty slabs after a run of them (ThreadHeap::trim).
-  int64_t heap_trims() const { return heap_trims_.load(std::memory_order_relaxed); }
   // f(AChunk*) for every chunk of every shard, each shard under its lock.
   template <typename F>
   void for_each_chunk(F f) {
@@ -161,7 +155,7 @@ class ObjectSet {
   ABlock* alloc_span(int64_t bytes);
   // Any span of any set, back to the shard that owns it (slabs and big objects too);
   // `wash`: the free span it becomes gives its pages back whatever its length.
-  static void free_span(ABlock* block, bool wash = false);
+  static void free_span(ABlock* block);
   // Washes the free spans of every shard (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`. First
@@ -219,7 +213,6 @@ class ObjectSet {
   std::atomic<ABlock*> ready_[SIZE_CLASS_COUNT] = {};
   std::atomic<int64_t> slabs_settled_{0};
   std::atomic<int64_t> slabs_settled_empty_{0};
-  std::atomic<int64_t> heap_trims_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
   // The live heaps, for reclaim_idle_spares. Taken with no other lock held, or under a
   // heap's own lock_ (a trim), in which case other heaps' locks are only tried.

@@ -81,11 +81,11 @@ struct Slab {
   // object ever reached stay untouched (and, in fresh memory, out of the RSS). Stored by
   // the owner after the headers, read by usage scans.
   std::atomic<uint16_t> carved_{0};
-  uint16_t empty_mark_ = 0;  // owner only: its heap's refill count when it last emptied
   // A big object's span was untouched (fresh or washed) when the object was carved, so
   // its bytes read as zero then (see ObjectSet::born_zero).
   bool born_zero_ = false;
-  bool in_full_ = false;  // owner only: on its heap's full_ list
+  bool in_full_ = false;   // owner only: on its heap's full_ list
+  bool in_spare_ = false;  // owner only: on its heap's spare stack
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 

@@ -8,6 +8,9 @@
 namespace achunk {
 
 void ThreadHeap::collect(Slab* slab) {
+  // A plain load first: most refills find no remote frees, and the exchange is a locked
+  // instruction.
+  if (slab->remote_free_.load(std::memory_order_relaxed) == nullptr) return;
   const uintptr_t word =
       reinterpret_cast<uintptr_t>(slab->remote_free_.exchange(nullptr, std::memory_order_acquire));
   if (word == 0) return;
@@ -43,8 +46,6 @@ void ThreadHeap::unlink(int sc, ABlock* block) {
 void ThreadHeap::detach(int sc, ABlock* block) {
   if (current_[sc] == block) {
     current_[sc] = nullptr;
-  } else if (spare_[sc] == block) {
-    spare_[sc] = nullptr;
   } else if (slab_of(block)->in_full_) {
     unlink_full(sc, block);
   } else {
@@ -99,119 +100,55 @@ void ThreadHeap::on_slab_unfull(ABlock* block, Slab* slab) {
   link(slab->sc_, block);
 }
 
-int64_t ThreadHeap::empty_big_slab_bytes(const ABlock* except) const {
-  int64_t bytes = 0;
-  // Classes up to 1 KiB all have 16 KiB slabs.
-  for (int c = size_class_of(SIZE_CLASS_TABLE_MAX) + 1; c < SIZE_CLASS_COUNT; ++c) {
-    if (slab_bytes(c) <= SPARE_SLAB_MAX) continue;
-    const ABlock* current = current_[c];
-    if (current != nullptr && current != except && slab_of(current_[c])->used_ == 0) {
-      bytes += slab_bytes(c);
-    }
-    if (spare_[c] != nullptr && spare_[c] != except) bytes += slab_bytes(c);
-  }
-  return bytes;
+void ThreadHeap::release(int sc, ABlock* block) {
+  detach(sc, block);
+  ObjectSet::free_span(block);
 }
 
-void ThreadHeap::release(int sc, ABlock* block, bool wash) {
-  detach(sc, block);
-  ObjectSet::free_span(block, wash);
+void ThreadHeap::push_spare(int sc, ABlock* block) {
+  slab_of(block)->in_spare_ = true;
+  block->prev_ = nullptr;
+  block->next_ = spare_[sc];
+  spare_[sc] = block;
+  spare_bytes_ += slab_bytes(sc);
+}
+
+ABlock* ThreadHeap::pop_spare(int sc) {
+  ABlock* block = spare_[sc];
+  if (block == nullptr) return nullptr;
+  spare_[sc] = block->next_;
+  block->next_ = nullptr;
+  slab_of(block)->in_spare_ = false;
+  spare_bytes_ -= slab_bytes(sc);
+  return block;
 }
 
 ABlock* ThreadHeap::give_up_spares(ABlock* chain, int64_t* bytes) {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    ABlock* block = spare_[sc];
-    if (block == nullptr) continue;
-    spare_[sc] = nullptr;
-    slab_of(block)->owner_thread_.store(nullptr, std::memory_order_relaxed);
-    block->next_ = chain;
-    chain = block;
-    *bytes += slab_bytes(sc);
+    while (ABlock* block = pop_spare(sc)) {
+      slab_of(block)->owner_thread_.store(nullptr, std::memory_order_relaxed);
+      block->next_ = chain;
+      chain = block;
+      *bytes += slab_bytes(sc);
+    }
   }
   return chain;
-}
-
-void ThreadHeap::trim() {
-  empty_run_ = 0;
-  // span_idle_ms -1 asks for no washing but when an allocation fails.
-  if (set_->span_idle_us() < 0) return;
-  draining_ = true;
-  trimmed_us_ = set_->now_us();
-  set_->heap_trims_.fetch_add(1, std::memory_order_relaxed);
-  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    for (ABlock* block = partial_[sc]; block != nullptr;) {
-      ABlock* next = block->next_;
-      collect(slab_of(block));
-      if (slab_of(block)->used_ == 0) release(sc, block);
-      block = next;
-    }
-    for (ABlock* block = full_[sc]; block != nullptr;) {
-      ABlock* next = block->next_;
-      collect(slab_of(block));
-      if (slab_of(block)->used_ == 0) release(sc, block);
-      block = next;
-    }
-    if (ABlock* block = current_[sc]) {
-      collect(slab_of(block));
-      if (slab_of(block)->used_ == 0) release(sc, block);
-    }
-    if (spare_[sc] != nullptr) release(sc, spare_[sc]);
-  }
-  // Other heaps idle since the last look keep their spares for good otherwise: their
-  // threads make no call either.
-  set_->reclaim_idle_spares(this);
-  // Then every dirty free span of the set, these slabs merged in (one madvise per span):
-  // a server about to go quiet makes no later call to wash what its last second freed,
-  // and trims are too rare (a few per connection's life, at most) to cost faults.
-  set_->wash_free_spans();
-}
-
-void ThreadHeap::end_run() {
-  empty_run_ = 0;
-  draining_ = false;
-  ++refill_mark_;
-  if (trimmed_us_ < 0) return;
-  const bool early = set_->now_us() - trimmed_us_ < set_->span_idle_us();
-  trim_run_ = early ? std::min(trim_run_ * 2, TRIM_RUN_MAX) : std::max(trim_run_ / 2, TRIM_RUN);
-  trimmed_us_ = -1;
 }
 
 void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   std::lock_guard<SpinLock> guard(lock_);
   ++activity_;
+  if (slab->in_spare_) return;
   const int sc = slab->sc_;
-  if (block == spare_[sc]) return;
-  const bool current = block == current_[sc];
-  if (draining_) {
-    release(sc, block, true);
-    return;
-  }
-  // A slab counts once per refill, so one cycling on its current slab counts once.
-  if (slab->empty_mark_ != refill_mark_) {
-    slab->empty_mark_ = refill_mark_;
-    if (++empty_run_ >= trim_run_) {
-      trim();
-      if (draining_) return;  // the trim gave this slab back too
-    }
-  }
-  if (!current && spare_[sc] != nullptr) {
-    release(sc, block);
-    return;
-  }
-  // The emptied current slab is parked as the spare (the older spare goes back: its pages
-  // are the colder ones), and the next allocation of its class takes it back in
-  // alloc_slow. Only so can another thread give back the empty slabs of a thread gone
-  // idle: it may take spares under lock_, never a slab the fast path may be using.
-  if (spare_[sc] != nullptr) release(sc, spare_[sc]);
-  // A slab bigger than SPARE_SLAB_MAX stays only within the heap's EMPTY_BIG_SLAB_MAX, so
-  // a thread cycling objects of one big class keeps its slab but an idle one holds little.
-  if (slab_bytes(sc) > SPARE_SLAB_MAX &&
-      empty_big_slab_bytes(block) + slab_bytes(sc) > EMPTY_BIG_SLAB_MAX) {
+  // Over the budget the slab joins the set's free spans, where any thread can take it
+  // and idle time washes it. Otherwise it is parked even when current: only a spare can
+  // be taken by another thread when this one goes idle, never a slab the fast path uses.
+  if (spare_bytes_ + slab_bytes(sc) > SPARE_BYTES_MAX) {
     release(sc, block);
     return;
   }
   detach(sc, block);
-  spare_[sc] = block;
+  push_spare(sc, block);
 }
 
 void ThreadHeap::adopt_ready(int sc) {
@@ -229,7 +166,6 @@ void* ThreadHeap::alloc_slow(int sc) {
   std::lock_guard<SpinLock> guard(lock_);
   ++activity_;
   ++refills_;
-  end_run();
   // Other threads' frees on the current slab first, then its uncarved pages; a slab with
   // neither is full: kept on full_ a while, then disowned (the first free into it makes
   // it findable again).
@@ -241,10 +177,7 @@ void* ThreadHeap::alloc_slow(int sc) {
     current_[sc] = nullptr;
     push_full(sc, block);
   }
-  if (ABlock* block = spare_[sc]) {
-    spare_[sc] = nullptr;
-    return take(sc, block);
-  }
+  if (ABlock* block = pop_spare(sc)) return take(sc, block);
   // Other threads' frees into the kept full slabs raise no notice: look at the oldest
   // one at each refill, so they are found before it is disowned.
   if (ABlock* block = full_tail_[sc]) {

@@ -22,23 +22,12 @@ class ObjectSet;
 
 class ThreadHeap {
  public:
-  // Slabs up to this size always stay as a class's empty spare (see spare_).
-  static constexpr int64_t SPARE_SLAB_MAX = 16 * 1024;
-  // Empty slabs bigger than SPARE_SLAB_MAX (spares, parked or not) a heap keeps, in bytes:
-  // the biggest such slab, so a thread cycling objects of any one class keeps its slab,
-  // while an idle thread's emptied slabs, which would keep their pages for good, hold
-  // at most this much.
-  static constexpr int64_t EMPTY_BIG_SLAB_MAX = 104 * 1024;
-  // Distinct slabs emptied with no refill of any class between, after which the heap
-  // gives back every empty slab it keeps, washes the set's free spans (those slabs
-  // included) and keeps no slab that empties until its next refill. A thread in a steady state
-  // refills about once per slab it empties (the spare it keeps becomes current again), so a run of
-  // them means its memory is shrinking: a closing connection tearing down its session, most likely
-  // the thread's last calls before it waits, idle, for the next one. A trim followed by a refill
-  // within span_idle_ms was early: that heap's run doubles, up to TRIM_RUN_MAX; a later
-  // one halves it back.
-  static constexpr int TRIM_RUN = 8;
-  static constexpr int TRIM_RUN_MAX = 1024;
+  // Bytes of empty slabs a heap keeps as spares, over all classes: a thread that frees
+  // and allocates a batch across slab boundaries takes its slabs back rather than handing
+  // them to the set's free spans and carving new ones each round. Spares go back by idle
+  // time: another thread's look (ObjectSet::reclaim_idle_spares, the housekeeping thread's
+  // each interval) takes every spare of a heap that has made no slow-path call since the last one.
+  static constexpr int64_t SPARE_BYTES_MAX = 256 * 1024;
   // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
   // it partial again without an atomic. Bounds what thread exit and a trim walk.
   static constexpr int FULL_SLABS_KEPT = 16;
@@ -106,13 +95,10 @@ class ThreadHeap {
   // Unlinks every spare onto `chain` (through next_) for the caller to give back; the
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
-  // Gives back every empty slab (spares, empty current slabs, partial slabs emptied by
-  // other threads' frees: O(partial slabs)) and the spares of other heaps idle since the last look,
-  // washes every free span of the set that is not washed, and sets draining_.
-  void trim();
-  void release(int sc, ABlock* block, bool wash = false);
-  // At a refill: ends a run, and judges the last trim if there was one since.
-  void end_run();
+  void release(int sc, ABlock* block);
+  // The spare stack of class sc (ABlock next_, Slab::in_spare_), under lock_.
+  void push_spare(int sc, ABlock* block);
+  ABlock* pop_spare(int sc);
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
   // Moves the slab's remote frees to its local list (owner, or whoever holds the slab
@@ -121,7 +107,7 @@ class ThreadHeap {
   // partial_ list operations (ABlock prev_/next_).
   void link(int sc, ABlock* block);
   void unlink(int sc, ABlock* block);
-  // Takes an owned slab out of whichever role it has (current, spare, partial or full).
+  // Takes an owned slab out of whichever role it has (current, partial or full).
   void detach(int sc, ABlock* block);
   // full_ list operations; push_full disowns the oldest beyond FULL_SLABS_KEPT.
   void push_full(int sc, ABlock* block);
@@ -140,17 +126,10 @@ class ThreadHeap {
   uint8_t full_count_[SIZE_CLASS_COUNT] = {};
   uint64_t refills_ = 0;
   uint64_t slabs_visited_ = 0;
-  // Bytes of this heap's empty slabs bigger than SPARE_SLAB_MAX, `except` aside.
-  int64_t empty_big_slab_bytes(const ABlock* except) const;
-  // One empty slab per class is kept for the next refill (a bigger one than
-  // SPARE_SLAB_MAX only within EMPTY_BIG_SLAB_MAX), so a thread that frees and allocates
-  // around a slab boundary does not hand the same slab back and forth.
+  // Empty slabs kept for the next refills, per class a stack (newest first), within
+  // SPARE_BYTES_MAX in all.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
-  int empty_run_ = 0;         // slabs emptied since the last refill (each counted once)
-  int trim_run_ = TRIM_RUN;   // the run that trims, for this heap
-  uint16_t refill_mark_ = 0;  // refills so far (wrapping): Slab::empty_mark_ compares it
-  bool draining_ = false;     // trimmed since the last refill: emptied slabs go back at once
-  int64_t trimmed_us_ = -1;   // when the last trim ran, until the refill after it
+  int64_t spare_bytes_ = 0;
   // Held by the owner through alloc_slow, on_slab_empty and on_slab_unfull, the only
   // places that touch spare_ and the slab lists, and tried by another thread taking this heap's
   // spares. The fast paths never take it: they touch current slabs and slabs holding live objects,

@@ -93,8 +93,6 @@ constexpr Field<SpanUsage> SPAN_FIELDS[] = {
     {"big_resident", [](const SpanUsage& s) { return s.big_resident; }, NUM_WIDTH},
     {"other", [](const SpanUsage& s) { return s.other; }, NUM_WIDTH},
     {"free_resident", [](const SpanUsage& s) { return s.free_resident; }, NUM_WIDTH},
-    {"wash_at", [](const SpanUsage& s) { return s.wash_at; }, 9},
-    {"heap_trims", [](const SpanUsage& s) { return s.heap_trims; }, 8},
     {"spares_reclaimed", [](const SpanUsage& s) { return s.spares_reclaimed; }, NUM_WIDTH},
 };
 

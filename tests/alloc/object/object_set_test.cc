@@ -156,49 +156,22 @@ TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
   EXPECT_EQ(set.hold(), 0);
 }
 
-TEST_F(ObjectSetTest, EmptySlabsStayAsSparesAndBigOnesOnlyWithinTheHeapBudget) {
+TEST_F(ObjectSetTest, EmptyBigSlabsStayAsSparesOnlyWithinTheHeapBudget) {
   ObjectSet set(source_);
-  // 100 bytes: 128-byte slots, 127 to a 16 KiB slab; one more opens a second slab.
-  std::vector<void*> small;
-  for (int i = 0; i < 128; ++i) small.push_back(set.alloc(100, 0));
-  const int64_t with_two_small = set.span_used();
-  for (int i = 0; i < 127; ++i) ObjectSet::free(small[i]);  // the first slab empties
-  EXPECT_EQ(set.span_used(), with_two_small);               // kept as the class's spare
-  // 20000 bytes: 20480-byte slots, 3 to a 64 KiB slab (an eighth or less unused).
-  ASSERT_EQ(slab_size(size_class_of(20000)), 64 * 1024);
-  std::vector<void*> big;
-  for (int i = 0; i < 7; ++i) big.push_back(set.alloc(20000, 0));  // slabs A, B, C
-  const int64_t with_three = set.span_used();
-  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);  // A empties: the spare
-  EXPECT_EQ(set.span_used(), with_three);
-  for (int i = 3; i < 6; ++i) ObjectSet::free(big[i]);  // B empties: a spare exists
-  EXPECT_EQ(set.span_used(), with_three - 64 * 1024);
-  // C, the current slab, empties: with A kept, 128 KiB would pass the budget.
-  ObjectSet::free(big[6]);
-  EXPECT_EQ(set.span_used(), with_three - 2 * 64 * 1024);
-  ObjectSet::free(small[127]);
-}
-
-TEST_F(ObjectSetTest, AHeapKeepsItsEmptyBigCurrentSlabsUpToABudget) {
-  ObjectSet set(source_);
-  // 60000 bytes: one 65536-byte slot to a 72 KiB slab; 45000: two 49152-byte slots to a
-  // 104 KiB slab (the biggest), which is also what a heap keeps of empty ones.
+  // 60000 bytes: one 65536-byte slot to a 72 KiB slab; three fit the budget, four do not.
   ASSERT_EQ(slab_size(size_class_of(60000)), 72 * 1024);
-  ASSERT_EQ(slab_size(size_class_of(45000)), ThreadHeap::EMPTY_BIG_SLAB_MAX);
-  const int64_t before = set.span_used();
-  for (int i = 0; i < 3; ++i) ObjectSet::free(set.alloc(60000, 0));  // the loop keeps its slab
-  const int64_t with_one = set.span_used();
-  EXPECT_EQ(with_one, before + 72 * 1024 + ABLOCK_SIZE);  // the slab and the thread heap
-  for (int i = 0; i < 3; ++i) ObjectSet::free(set.alloc(45000, 0));
-  // 72 KiB empty already: the 104 KiB slab does not fit beside it and goes back.
-  EXPECT_EQ(set.span_used(), with_one);
-  // A slab in use does not count: with the 72 KiB one holding an object, the 104 KiB
-  // one stays.
-  void* hold = set.alloc(60000, 0);
-  ObjectSet::free(set.alloc(45000, 0));
-  EXPECT_EQ(set.span_used(), with_one + 104 * 1024);
-  ObjectSet::free(hold);  // now both are empty: the 72 KiB one goes
-  EXPECT_EQ(set.span_used(), before + 104 * 1024 + ABLOCK_SIZE);
+  ASSERT_LT(3 * 72 * 1024, ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_GT(4 * 72 * 1024, ThreadHeap::SPARE_BYTES_MAX);
+  std::vector<void*> big;
+  for (int i = 0; i < 4; ++i) big.push_back(set.alloc(60000, 0));
+  const int64_t with_four = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);
+  EXPECT_EQ(set.span_used(), with_four);  // three spares
+  ObjectSet::free(big[3]);
+  EXPECT_EQ(set.span_used(), with_four - 72 * 1024);
+  // A thread cycling one object of the class keeps taking its spare: no new span.
+  for (int i = 0; i < 10; ++i) ObjectSet::free(set.alloc(60000, 0));
+  EXPECT_EQ(set.span_used(), with_four - 72 * 1024);
 }
 
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {
@@ -329,8 +302,7 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   source_.set_span_idle_ms(30'000);
   mgr_.set_chunk_cache_ttl_ms(-1);  // the chunk cache's eviction does not matter here
   ObjectSet set(source_);
-  // a, spacer1, b, spacer2, c, spacer3, the rest of the chunk but a 2-block tail: no
-  // free span here reaches the length that is washed as soon as it forms.
+  // a, spacer1, b, spacer2, c, spacer3, the rest of the chunk but a 2-block tail.
   const std::vector<ABlock*> s = take_spans(set, {2, 2, 2, 2, 2, 2, BLOCKS_PER_CHUNK - 14});
   ABlock *a = s[0], *spacer1 = s[1], *b = s[2], *spacer2 = s[3], *c = s[4], *spacer3 = s[5];
   for (ABlock* span : s) ASSERT_NE(span, nullptr);
@@ -350,135 +322,47 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   ObjectSet::free_span(spacer1);
   EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(20'000);
-  // A look: a+spacer1+b has been free for 20 s only, c+spacer3+tail from now on.
+  // A look: a+spacer1+b has been free for 20 s only, c for 25 s; c+spacer3 from now on.
   ObjectSet::free_span(spacer3);
   EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(31'000);
-  ObjectSet::free_span(spacer2);  // everything merges into one fresh span of 14 blocks
-  EXPECT_EQ(os_.released_bytes(), first);
+  // The look before the merge: a+spacer1+b (free 51 s) and c+spacer3 (31 s) are washed,
+  // 10 blocks; then spacer2 joins them into one dirty span of 12 blocks.
+  ObjectSet::free_span(spacer2);
+  const int64_t second = os_.released_bytes();
+  EXPECT_EQ(second, first + 10 * ABLOCK_SIZE);
   source_.set_span_idle_ms(-1);  // off: spans are never washed on frees
   clock_.advance_ms(100'000);
   ObjectSet::free_span(set.alloc_span(ABLOCK_SIZE));
-  EXPECT_EQ(os_.released_bytes(), first);
+  EXPECT_EQ(os_.released_bytes(), second);
   ObjectSet::free_span(s[6]);
 }
 
-TEST_F(ObjectSetTest, AFreeSpanOf128KiBIsWashedAsSoonAsItFormsDirtyPartOnly) {
-  source_.set_span_idle_ms(30'000);
-  ObjectSet set(source_);
-  // k0 x y z k1 w v k2 rest: the whole chunk.
-  const std::vector<ABlock*> s = take_spans(set, {1, 15, 1, 3, 1, 2, 1, 1, BLOCKS_PER_CHUNK - 25});
-  for (ABlock* span : s) ASSERT_NE(span, nullptr);
-  ABlock *x = s[1], *y = s[2], *z = s[3], *k1 = s[4], *w = s[5], *v = s[6];
-  ObjectSet::free_span(x);  // 15 blocks: one short, kept with its pages
-  EXPECT_EQ(os_.released_bytes(), 0);
-  ObjectSet::free_span(y);  // x+y: 16 blocks in one piece
-  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
-  ObjectSet::free_span(z);  // joins the washed x+y: only z's 3 blocks are washed
-  EXPECT_EQ(os_.released_bytes(), 19 * ABLOCK_SIZE);
-  ObjectSet::free_span(w);
-  ObjectSet::free_span(v);  // w+v: 3 blocks, kept
-  EXPECT_EQ(os_.released_bytes(), 19 * ABLOCK_SIZE);
-  // k1 joins x..z (washed) and w+v (not): k1, w and v are washed, 4 blocks.
-  ObjectSet::free_span(k1);
-  EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
-  int64_t washed = 0;
-  EXPECT_EQ(set.free_span_bytes(&washed), 23 * ABLOCK_SIZE);
-  EXPECT_EQ(washed, 23 * ABLOCK_SIZE);
-  // Off (-1): nothing is washed on a free, however big.
-  source_.set_span_idle_ms(-1);
-  ObjectSet::free_span(set.alloc_span(200 * ABLOCK_SIZE));
-  EXPECT_EQ(os_.released_bytes(), 23 * ABLOCK_SIZE);
-  for (int i : {0, 7, 8}) ObjectSet::free_span(s[i]);
-}
-
-TEST_F(ObjectSetTest, ASpanWashedAsItFormedAndTakenBackSoonRaisesTheWashLength) {
+TEST_F(ObjectSetTest, AFreeSpanKeepsItsPagesHoweverLongUntilItIsIdle) {
   source_.set_span_idle_ms(1'000);
   ObjectSet set(source_);
-  // k0 x k1 z k2 rest: the whole chunk.
-  const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, BLOCKS_PER_CHUNK - 51});
+  // k0 x k1 rest: the whole chunk.
+  const std::vector<ABlock*> s = take_spans(set, {1, 200, 1, BLOCKS_PER_CHUNK - 202});
   for (ABlock* span : s) ASSERT_NE(span, nullptr);
-  ObjectSet::free_span(s[1]);  // 16 blocks: washed
-  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
-  ABlock* y = set.alloc_span(16 * ABLOCK_SIZE);  // x's span again at once: washed for nothing
-  EXPECT_EQ(y, s[1]);
-  ObjectSet::free_span(y);  // 16 blocks no longer reach the length (now 32)
-  EXPECT_EQ(os_.released_bytes(), 16 * ABLOCK_SIZE);
-  ObjectSet::free_span(s[3]);  // 32 blocks do
-  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
-  clock_.advance_ms(2'000);
-  // Taken again after a whole idle time: the wash was worth it, the length stays.
-  ABlock* z = set.alloc_span(32 * ABLOCK_SIZE);
-  EXPECT_EQ(z, s[3]);
-  ObjectSet::free_span(z);  // washed again (and y's span, idle for 2 s, by the look)
-  EXPECT_EQ(os_.released_bytes(), (48 + 32 + 16) * ABLOCK_SIZE);
-  for (int i : {0, 2, 4, 5}) ObjectSet::free_span(s[i]);
-}
-
-TEST_F(ObjectSetTest, ASpanOfTheStartingLengthLeftDirtyForAnIdleTimeLowersTheWashLength) {
-  source_.set_span_idle_ms(1'000);
-  ObjectSet set(source_);
-  // k0 x k1 z k2 w k3 rest: the whole chunk.
-  const std::vector<ABlock*> s = take_spans(set, {1, 16, 1, 32, 1, 16, 1, BLOCKS_PER_CHUNK - 68});
-  for (ABlock* span : s) ASSERT_NE(span, nullptr);
-  // x and then z washed as they formed and taken back at once: the length is 64 blocks.
-  ObjectSet::free_span(s[1]);
-  ASSERT_EQ(set.alloc_span(16 * ABLOCK_SIZE), s[1]);
-  ObjectSet::free_span(s[3]);
-  ASSERT_EQ(set.alloc_span(32 * ABLOCK_SIZE), s[3]);
-  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
-  EXPECT_EQ(set.wash_at_bytes(), 64 * ABLOCK_SIZE);
-  ObjectSet::free_span(s[1]);  // 16 blocks: below the length, x sits dirty
-  EXPECT_EQ(os_.released_bytes(), 48 * ABLOCK_SIZE);
-  clock_.advance_ms(1'500);
-  // w sits dirty too; the look washes x, free for a whole idle time: one halving.
-  ObjectSet::free_span(s[5]);
-  EXPECT_EQ(os_.released_bytes(), 64 * ABLOCK_SIZE);
-  EXPECT_EQ(set.wash_at_bytes(), 32 * ABLOCK_SIZE);
-  clock_.advance_ms(1'500);
-  // k0 joins x (17 blocks, below 32: kept); the look washes w: back to the start.
-  ObjectSet::free_span(s[0]);
-  EXPECT_EQ(os_.released_bytes(), 80 * ABLOCK_SIZE);
-  EXPECT_EQ(set.wash_at_bytes(), 16 * ABLOCK_SIZE);
-  clock_.advance_ms(1'500);
-  // k3 joins the washed w: 17 blocks, its own block washed as it forms; the look washes
-  // k0+x. The length never goes below where it started.
-  ObjectSet::free_span(s[6]);
-  EXPECT_EQ(os_.released_bytes(), (80 + 1 + 17) * ABLOCK_SIZE);
-  EXPECT_EQ(set.wash_at_bytes(), 16 * ABLOCK_SIZE);
-  for (int i : {2, 3, 4, 7}) ObjectSet::free_span(s[i]);
-}
-
-TEST_F(ObjectSetTest, TheWashLengthRisesPastTheLongestSpanYetAStreakOfFreesStillWashes) {
-  source_.set_span_idle_ms(1'000);
-  ObjectSet set(source_);
-  // k0 a k1 b k2 c k3 d k4 rest: the whole chunk.
-  const std::vector<ABlock*> s =
-      take_spans(set, {1, 16, 1, 32, 1, 64, 1, 128, 1, BLOCKS_PER_CHUNK - 245});
-  for (ABlock* span : s) ASSERT_NE(span, nullptr);
-  // a, b, c and d each washed as they formed and taken back at once: every doubling
-  // counts, up to a length no span inside a chunk reaches (a busy shard stops washing).
-  for (int i : {1, 3, 5, 7}) {
-    const int64_t bytes = BlockSet::span_bytes(s[i]);
-    ObjectSet::free_span(s[i]);
-    ASSERT_EQ(set.alloc_span(bytes), s[i]);
+  ObjectSet::free_span(s[1]);  // 1.6 MiB free, dirty
+  EXPECT_EQ(os_.release_calls(), 0);
+  // A loop that takes and frees the same memory never washes it.
+  for (int i = 0; i < 100; ++i) {
+    ABlock* again = set.alloc_span(200 * ABLOCK_SIZE);
+    ASSERT_EQ(again, s[1]);
+    ObjectSet::free_span(again);
+    clock_.advance_ms(5);
   }
-  EXPECT_EQ(os_.released_bytes(), 240 * ABLOCK_SIZE);
-  EXPECT_EQ(set.wash_at_bytes(), 256 * ABLOCK_SIZE);
-  // Seven span frees in a row, none washed; the eighth forms k0..k2 (51 blocks, more
-  // than the starting length): a run of frees with no allocation between them is what a
-  // closing connection looks like, and no later free may come to wash it.
-  for (int i : {1, 0, 2, 4, 6, 8, 9}) ObjectSet::free_span(s[i]);
-  EXPECT_EQ(os_.released_bytes(), 240 * ABLOCK_SIZE);
-  ObjectSet::free_span(s[3]);
-  EXPECT_EQ(os_.released_bytes(), (240 + 51) * ABLOCK_SIZE);
-  // An allocation ends the streak: c joins k0..k2 and k3 unwashed.
-  ABlock* one = set.alloc_span(ABLOCK_SIZE);
-  ASSERT_EQ(one, s[6]);
-  ObjectSet::free_span(one);
-  ObjectSet::free_span(s[5]);
-  EXPECT_EQ(os_.released_bytes(), (240 + 51) * ABLOCK_SIZE);
-  ObjectSet::free_span(s[7]);
+  EXPECT_EQ(os_.release_calls(), 0);
+  // Free for a whole idle time: the next span free's look washes it, before that free
+  // joins it (the joined span is dirty, and waits a whole idle time again).
+  clock_.advance_ms(1'000);
+  ObjectSet::free_span(s[0]);
+  EXPECT_EQ(os_.released_bytes(), 200 * ABLOCK_SIZE);
+  int64_t washed = 0;
+  EXPECT_EQ(set.free_span_bytes(&washed), 201 * ABLOCK_SIZE);
+  EXPECT_EQ(washed, 0);
+  for (int i : {2, 3}) ObjectSet::free_span(s[i]);
 }
 
 TEST_F(ObjectSetTest, SpansFreeForAWholeIntervalAreWashedOnceEvenInABusySet) {

@@ -85,167 +85,53 @@ class ThreadHeapTest : public ChunkMgrTest {
   DirectChunkSource source_{mgr_};
 };
 
-TEST_F(ThreadHeapTest, ARunOfEmptiedSlabsGivesBackEveryEmptySlabTheHeapKeeps) {
+TEST_F(ThreadHeapTest, EmptiedSlabsStayAsSparesWithinTheHeapBudget) {
   ObjectSet set(source_);
-  ASSERT_EQ(slab_size(size_class_of(100)), SLAB);
-  ASSERT_EQ(slab_size(size_class_of(300)), SLAB);
-  ASSERT_EQ(slab_size(size_class_of(400)), SLAB);
-  // A 400-byte slab whose objects another thread frees (its owner has not looked since),
-  // beside a current 400-byte slab that keeps one object.
-  std::vector<void*> remote;
-  void* kept = nullptr;
-  while (true) {
-    void* p = set.alloc(400, 0);
-    if (!remote.empty() && BlockSet::ptr2block(p) != BlockSet::ptr2block(remote[0])) {
-      kept = p;
-      break;
-    }
-    remote.push_back(p);
-  }
-  std::thread([&] {
-    for (void* p : remote) ObjectSet::free(p);
-  }).join();
-  // An empty current 300-byte slab.
-  ObjectSet::free(set.alloc(300, 0));
-  auto slabs = fill_slabs(set, ThreadHeap::TRIM_RUN + 1);
-  const int64_t full = set.span_used();
-
-  // Slab 0 empties first and stays as the spare; the next six go back as they empty.
-  // (Each fill refilled, which ended the run the 300-byte slab started.)
-  for (int s = 0; s < ThreadHeap::TRIM_RUN - 1; ++s) {
-    for (void* p : slabs[s]) ObjectSet::free(p);
-  }
-  EXPECT_EQ(set.span_used(), full - (ThreadHeap::TRIM_RUN - 2) * SLAB);
-  EXPECT_EQ(set.heap_trims(), 0);
-  // The eighth in the run: the slab, the spare, the empty current 300-byte slab and the
-  // 400-byte slab emptied remotely all go back.
-  for (void* p : slabs[ThreadHeap::TRIM_RUN - 1]) ObjectSet::free(p);
-  EXPECT_EQ(set.heap_trims(), 1);
-  EXPECT_EQ(set.span_used(), full - (ThreadHeap::TRIM_RUN + 2) * SLAB);
-  // Until the next refill even the current slab goes back as it empties.
-  for (void* p : slabs[ThreadHeap::TRIM_RUN]) ObjectSet::free(p);
-  EXPECT_EQ(set.span_used(), full - (ThreadHeap::TRIM_RUN + 3) * SLAB);
-  // A refill ends that: a current slab that empties is kept again.
-  ObjectSet::free(set.alloc(100, 0));
-  EXPECT_EQ(set.span_used(), full - (ThreadHeap::TRIM_RUN + 2) * SLAB);
-  EXPECT_EQ(set.heap_trims(), 1);
-  ObjectSet::free(kept);
-}
-
-TEST_F(ThreadHeapTest, AThreadThatFillsAndEmptiesSlabsInASteadyStateNeverTrims) {
-  ObjectSet set(source_);
-  // An object that cycles on its current slab empties it at every free.
-  for (int i = 0; i < 10 * ThreadHeap::TRIM_RUN; ++i) ObjectSet::free(set.alloc(100, 0));
-  // Rounds that fill three slabs and empty them: each round refills from its spare, so
-  // no run reaches TRIM_RUN, over many more empties than that in total.
-  for (int round = 0; round < 10 * ThreadHeap::TRIM_RUN; ++round) {
-    for (auto& slab : fill_slabs(set, 3)) {
-      for (void* p : slab) ObjectSet::free(p);
-    }
-  }
-  EXPECT_EQ(set.heap_trims(), 0);
-  // So the heap keeps its current slab and the spare, and refills without the block layer.
-  const int64_t steady = set.span_used();
-  for (auto& slab : fill_slabs(set, 2)) {
-    for (void* p : slab) ObjectSet::free(p);
-  }
-  EXPECT_EQ(set.span_used(), steady);
-}
-
-TEST_F(ThreadHeapTest, CurrentSlabsEmptiedInARunAreGivenBackWashed) {
-  source_.set_span_idle_ms(30'000);
-  ObjectSet set(source_);
-  // One object per class, each slab followed by a live big object, so a slab given back
-  // stays a 16 KiB free span of its own: too short for any wash as spans form.
+  // 20000 bytes: 3 to a 64 KiB slab, so the budget holds 4 (and no slab filled here is
+  // old enough among the full ones to be disowned).
+  constexpr int64_t BIG_SLAB = 64 * 1024;
+  ASSERT_EQ(slab_size(size_class_of(20000)), BIG_SLAB);
+  constexpr int KEPT = ThreadHeap::SPARE_BYTES_MAX / BIG_SLAB;
+  ASSERT_EQ(KEPT, 4);
   std::vector<void*> objs;
-  std::vector<void*> big;
-  int last_sc = -1;
-  for (int64_t size = 16; static_cast<int>(objs.size()) < ThreadHeap::TRIM_RUN; size += 16) {
-    if (size_class_of(size) == last_sc) continue;
-    last_sc = size_class_of(size);
-    objs.push_back(set.alloc(size, 0));
-    big.push_back(set.alloc(SMALL_OBJECT_MAX + 1, 0));
-  }
-  const int64_t with_slabs = set.span_used();
+  for (int i = 0; i < 3 * (KEPT + 2); ++i) objs.push_back(set.alloc(20000, 0));
+  const int64_t full = set.span_used();
   const int64_t releases = os_.release_calls();
-  // A thread whose objects each sat alone on their class's current slab (the usual
-  // state of a mostly idle thread): the last free is the eighth slab emptied in the run.
-  for (int i = 0; i + 1 < ThreadHeap::TRIM_RUN; ++i) ObjectSet::free(objs[i]);
-  EXPECT_EQ(set.heap_trims(), 0);
-  EXPECT_EQ(set.span_used(), with_slabs);
-  ObjectSet::free(objs.back());
-  EXPECT_EQ(set.heap_trims(), 1);
-  EXPECT_EQ(set.span_used(), with_slabs - ThreadHeap::TRIM_RUN * SLAB);
-  // Each went back washed, not a span idle time later.
-  EXPECT_EQ(os_.release_calls() - releases, ThreadHeap::TRIM_RUN);
-  int64_t washed = 0;
-  set.free_span_bytes(&washed);
-  EXPECT_GE(washed, ThreadHeap::TRIM_RUN * SLAB);
-  for (void* p : big) ObjectSet::free(p);
+  for (int i = 0; i < 3 * KEPT; ++i) ObjectSet::free(objs[i]);
+  EXPECT_EQ(set.span_used(), full);  // every one a spare
+  for (int i = 3 * KEPT; i < 3 * (KEPT + 2); ++i) ObjectSet::free(objs[i]);
+  // Past the budget they join the set's free spans, with their pages: only idle time
+  // washes them.
+  EXPECT_EQ(set.span_used(), full - 2 * BIG_SLAB);
+  EXPECT_EQ(os_.release_calls(), releases);
+  // The spares come back first: refilling as many slabs takes no new span.
+  const int64_t with_spares = set.span_used();
+  for (int i = 0; i < 3 * KEPT; ++i) objs[i] = set.alloc(20000, 0);
+  EXPECT_EQ(set.span_used(), with_spares);
+  for (int i = 0; i < 3 * KEPT; ++i) ObjectSet::free(objs[i]);
 }
 
-// A trim is the last a thread does before it waits, often the last call the process
-// makes before going quiet: it also washes what other frees left dirty in the set.
-TEST_F(ThreadHeapTest, ATrimAlsoWashesTheSetsDirtyFreeSpans) {
-  source_.set_span_idle_ms(30'000);
+TEST_F(ThreadHeapTest, ABatchCycledAcrossSlabBoundariesNeitherGivesBackNorWashes) {
+  source_.set_span_idle_ms(1'000);
   ObjectSet set(source_);
-  std::vector<void*> objs = one_per_class(set, ThreadHeap::TRIM_RUN);
-  // A big object's 13 blocks between two live ones, away from the slabs: too short to
-  // be washed as it forms, and no slab given back merges with it.
-  void* before = set.alloc(100 * 1024, 0);
-  void* dirty = set.alloc(100 * 1024, 0);
-  void* after = set.alloc(100 * 1024, 0);
-  std::memset(dirty, 1, 100 * 1024);
-  ObjectSet::free(dirty);
-  int64_t washed = 0;
-  set.free_span_bytes(&washed);
-  const int64_t washed_before = washed;
-  const int64_t released = os_.released_bytes();
-  for (void* p : objs) ObjectSet::free(p);
-  ASSERT_EQ(set.heap_trims(), 1);
-  washed = 0;
-  set.free_span_bytes(&washed);
-  EXPECT_GE(washed - washed_before, 13 * ABLOCK_SIZE);
-  EXPECT_GE(os_.released_bytes() - released, 13 * ABLOCK_SIZE + ThreadHeap::TRIM_RUN * SLAB);
-  ObjectSet::free(after);
-  ObjectSet::free(before);
+  // 4096-byte objects: 6 to a 32 KiB slab, so a batch of 8 spans two slabs, and each
+  // round empties both.
+  ASSERT_EQ(slab_size(size_class_of(4096)), 2 * SLAB);
+  std::vector<void*> batch(8);
+  for (void*& p : batch) p = set.alloc(4096, 0);
+  for (void* p : batch) ObjectSet::free(p);
+  const int64_t used = set.span_used();
+  const int64_t releases = os_.release_calls();
+  for (int round = 0; round < 1000; ++round) {
+    for (void*& p : batch) p = set.alloc(4096, 0);
+    for (void* p : batch) ObjectSet::free(p);
+    clock_.advance_ms(10);  // ten seconds in all, never idle for a whole span_idle_ms
+  }
+  EXPECT_EQ(set.span_used(), used);
+  EXPECT_EQ(os_.release_calls(), releases);
 }
 
-TEST_F(ThreadHeapTest, ATrimFollowedByARefillWithinTheSpanIdleTimeDoublesTheRun) {
-  source_.set_span_idle_ms(30'000);
-  ObjectSet set(source_);
-  auto cycle = [&](int n) {
-    std::vector<void*> objs = one_per_class(set, n);
-    for (void* p : objs) ObjectSet::free(p);
-  };
-  cycle(ThreadHeap::TRIM_RUN);
-  EXPECT_EQ(set.heap_trims(), 1);
-  clock_.advance_ms(1'000);
-  // The refill came a second later: the trim was early, so this heap now needs twice the
-  // run.
-  cycle(2 * ThreadHeap::TRIM_RUN - 1);
-  EXPECT_EQ(set.heap_trims(), 1);
-  cycle(2 * ThreadHeap::TRIM_RUN);
-  EXPECT_EQ(set.heap_trims(), 2);
-  // A refill a whole span idle time after the trim halves it again.
-  clock_.advance_ms(30'000);
-  cycle(ThreadHeap::TRIM_RUN);
-  EXPECT_EQ(set.heap_trims(), 3);
-}
-
-TEST_F(ThreadHeapTest, NoTrimWhenSpanWashingIsOff) {
-  source_.set_span_idle_ms(-1);
-  ObjectSet set(source_);
-  std::vector<void*> objs = one_per_class(set, 2 * ThreadHeap::TRIM_RUN);
-  const int64_t with_slabs = set.span_used();
-  for (void* p : objs) ObjectSet::free(p);
-  EXPECT_EQ(set.heap_trims(), 0);
-  EXPECT_EQ(set.span_used(), with_slabs);  // every class keeps its current slab
-}
-
-// An idle thread makes no call, so it cannot give back the slabs its last frees emptied;
-// another heap's trim takes them once a look finds the heap idle since the one before.
-TEST_F(ThreadHeapTest, ATrimGivesBackTheSparesOfHeapsIdleSinceTheLastLook) {
+TEST_F(ThreadHeapTest, TheLookGivesBackTheSparesOfHeapsIdleSinceTheLastOneAndTimeWashesThem) {
   source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   IdleThread idle;
@@ -256,24 +142,22 @@ TEST_F(ThreadHeapTest, ATrimGivesBackTheSparesOfHeapsIdleSinceTheLastLook) {
     ObjectSet::free(set.alloc(2000, 0));
   });
   const int64_t spares = slab_size(size_class_of(100)) + slab_size(size_class_of(2000));
-  auto trim_here = [&] {
-    clock_.advance_ms(30'000);  // each trim on time, so each run stays TRIM_RUN
-    for (void* p : one_per_class(set, ThreadHeap::TRIM_RUN)) ObjectSet::free(p);
-  };
-  trim_here();  // the first look only notes the idle heap's activity
-  ASSERT_EQ(set.heap_trims(), 1);
+  set.reclaim_idle_spares(nullptr);  // the first look only notes the idle heap's activity
   EXPECT_EQ(set.spares_reclaimed(), 0);
   // A slow-path call since: busy, so it keeps them.
   idle.run([&] { ObjectSet::free(set.alloc(100, 0)); });
-  trim_here();
-  ASSERT_EQ(set.heap_trims(), 2);
+  set.reclaim_idle_spares(nullptr);
   EXPECT_EQ(set.spares_reclaimed(), 0);
   const int64_t before = set.span_used();
-  trim_here();
-  ASSERT_EQ(set.heap_trims(), 3);
+  const int64_t released = os_.released_bytes();
+  set.reclaim_idle_spares(nullptr);
   EXPECT_EQ(set.spares_reclaimed(), spares);
   EXPECT_EQ(set.span_used(), before - spares);
-  // Given back washed: the trim washes the free spans they became.
+  EXPECT_EQ(os_.released_bytes(), released);  // free spans now, with their pages
+  // Once free for a whole span_idle_ms, the release thread's visit washes them.
+  clock_.advance_ms(30'000);
+  set.wash_stale_spans(30'000'000);
+  EXPECT_GE(os_.released_bytes() - released, spares);
   int64_t washed = 0;
   const int64_t free_bytes = set.free_span_bytes(&washed);
   EXPECT_EQ(washed, free_bytes);
