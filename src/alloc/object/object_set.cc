@@ -129,14 +129,14 @@ int64_t ObjectSet::wash_free_spans() {
   return mgr_.sum([](BlockSet& bs) { return bs.wash_free_spans(); });
 }
 
-int64_t ObjectSet::reclaim_idle_spares(const ThreadHeap* self) {
+int64_t ObjectSet::reclaim_idle_spares() {
   ABlock* chain = nullptr;
   int64_t bytes = 0;
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
     for (ThreadHeap* heap = heaps_; heap != nullptr; heap = heap->next_heap_) {
       // A heap whose lock is held is in a slow path: busy, not idle.
-      if (heap == self || !heap->lock_.try_lock()) continue;
+      if (!heap->lock_.try_lock()) continue;
       if (heap->activity_ == heap->seen_activity_) chain = heap->give_up_spares(chain, &bytes);
       heap->seen_activity_ = heap->activity_;
       heap->lock_.unlock();
@@ -156,7 +156,7 @@ int64_t ObjectSet::reclaim_idle_spares(const ThreadHeap* self) {
 }
 
 int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
-  reclaim_idle_spares(nullptr);
+  reclaim_idle_spares();
   return mgr_.sum([&](BlockSet& bs) { return bs.wash_stale_spans(min_free_us); });
 }
 
@@ -315,6 +315,5 @@ int64_t ObjectSet::free_span_bytes(int64_t* washed) {
   *washed = 0;
   return mgr_.sum([&](BlockSet& bs) { return bs.free_span_bytes(washed); });
 }
-
 
 }  // namespace achunk

@@ -161,12 +161,11 @@ class ObjectSet {
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`. First
   // gives back the spares of heaps idle since the previous call (reclaim_idle_spares).
   int64_t wash_stale_spans(int64_t min_free_us);
-  // Gives back the empty spare slabs of every heap but `self` that made no slow-path call
-  // since the previous look and is not in one now; returns their bytes. Without it a
-  // thread that goes idle keeps its last emptied slabs (and their pages) for good. A
-  // heap's trim calls it, and so does the opt-in release thread. Then settles the ready
-  // stacks (settle_ready).
-  int64_t reclaim_idle_spares(const ThreadHeap* self);
+  // Gives back the empty spare slabs of every heap that made no slow-path call since the
+  // previous look and is not in one now; returns their bytes. Without it a thread that
+  // goes idle keeps its last emptied slabs (and their pages) for good. wash_stale_spans
+  // (the housekeeping thread) calls it. Then settles the ready stacks (settle_ready).
+  int64_t reclaim_idle_spares();
   // Takes every slab off the ready stacks: the empty ones go back to their shard, the
   // others are disowned again (the next free pushes them back). So a slab whose objects
   // were all freed after its owner exited or let it go never stays, and nothing walks
@@ -184,9 +183,6 @@ class ObjectSet {
 
  private:
   friend class ThreadHeap;
-  // The source's clock and span idle time, for heap trims (see ChunkSource).
-  int64_t now_us() { return source_.now_us(); }
-  int64_t span_idle_us() { return source_.span_idle_us(); }
   ThreadHeap* create_heap();
   // A fresh slab for the calling thread's heap.
   ABlock* new_slab(int sc);
@@ -214,8 +210,8 @@ class ObjectSet {
   std::atomic<int64_t> slabs_settled_{0};
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
-  // The live heaps, for reclaim_idle_spares. Taken with no other lock held, or under a
-  // heap's own lock_ (a trim), in which case other heaps' locks are only tried.
+  // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
+  // only tries the heaps' locks.
   SpinLock heaps_lock_;
   ThreadHeap* heaps_ = nullptr;
   int index_ = -1;

@@ -1,11 +1,11 @@
 // Object layer: ThreadHeap, one thread's slabs of one ObjectSet. Only its thread touches
 // its current slabs, so the common alloc and free are a few plain loads and stores.
-// A heap owns per class its current slab, one spare, the slabs with room it adopted or
+// A heap owns per class its current slab, its spares, the slabs with room it adopted or
 // freed into (partial_) and its last FULL_SLABS_KEPT full slabs (full_, so its own frees
 // into them stay plain stores); an older full slab is disowned (ObjectSet::disown) and
 // comes back through the set's ready stack. No slow path walks slabs without room.
 // Other threads compare a slab's owner with their own thread, never with a heap; the one
-// exception, another thread's trim taking an idle heap's empty spares, goes through the
+// exception, another thread's look taking an idle heap's empty spares, goes through the
 // set's heap list and the heap's lock_, which the owner holds on its slow paths only.
 // Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
@@ -29,7 +29,7 @@ class ThreadHeap {
   // each interval) takes every spare of a heap that has made no slow-path call since the last one.
   static constexpr int64_t SPARE_BYTES_MAX = 256 * 1024;
   // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
-  // it partial again without an atomic. Bounds what thread exit and a trim walk.
+  // it partial again without an atomic. Bounds what thread exit walks.
   static constexpr int FULL_SLABS_KEPT = 16;
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}

@@ -103,7 +103,7 @@ TEST_F(SlabFlowTest, SlabsOfAnExitedThreadEmptiedByOthersGoBackWithoutAScan) {
     }
   }).join();
   // What the release thread does: only the three notified slabs are looked at.
-  set.reclaim_idle_spares(nullptr);
+  set.reclaim_idle_spares();
   EXPECT_EQ(set.slabs_settled() - settled, 3);
   EXPECT_EQ(set.span_used(), used - 3 * slab_bytes(size_class_of(100)));
   // A half-freed slab is disowned again and comes back once its last object is freed.

@@ -142,15 +142,15 @@ TEST_F(ThreadHeapTest, TheLookGivesBackTheSparesOfHeapsIdleSinceTheLastOneAndTim
     ObjectSet::free(set.alloc(2000, 0));
   });
   const int64_t spares = slab_size(size_class_of(100)) + slab_size(size_class_of(2000));
-  set.reclaim_idle_spares(nullptr);  // the first look only notes the idle heap's activity
+  set.reclaim_idle_spares();  // the first look only notes the idle heap's activity
   EXPECT_EQ(set.spares_reclaimed(), 0);
   // A slow-path call since: busy, so it keeps them.
   idle.run([&] { ObjectSet::free(set.alloc(100, 0)); });
-  set.reclaim_idle_spares(nullptr);
+  set.reclaim_idle_spares();
   EXPECT_EQ(set.spares_reclaimed(), 0);
   const int64_t before = set.span_used();
   const int64_t released = os_.released_bytes();
-  set.reclaim_idle_spares(nullptr);
+  set.reclaim_idle_spares();
   EXPECT_EQ(set.spares_reclaimed(), spares);
   EXPECT_EQ(set.span_used(), before - spares);
   EXPECT_EQ(os_.released_bytes(), released);  // free spans now, with their pages
@@ -214,7 +214,7 @@ TEST_F(ThreadHeapTest, TakingSparesRacesSafelyWithTheirOwners) {
   std::thread a(owner, 0xA1);
   std::thread b(owner, 0xB2);
   std::thread thief([&] {
-    while (!stop.load()) set.reclaim_idle_spares(nullptr);
+    while (!stop.load()) set.reclaim_idle_spares();
   });
   a.join();
   b.join();

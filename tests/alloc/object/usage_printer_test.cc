@@ -29,10 +29,9 @@ TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
   EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos)
       << buf;
   // A fresh shard washes free spans of 128 KiB as they form.
-  EXPECT_NE(
-      std::string(buf).find(" free_resident=        102,400"
-                            " spares_reclaimed=              0\n"),
-      std::string::npos)
+  EXPECT_NE(std::string(buf).find(" free_resident=        102,400"
+                                  " spares_reclaimed=              0\n"),
+            std::string::npos)
       << buf;
   alloc_->print_usage_json(buf, sizeof(buf));
   EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
