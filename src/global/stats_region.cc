@@ -105,8 +105,13 @@ void measure_usage(ObMallocAllocator& allocator, UsageScan* scan) {
   allocator.for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
     if (scan->nctx == static_cast<int>(stats::CTX_CAPACITY)) return;
     measure_ctx_usage(allocator.chunk_mgr(), ta, &u);
-    scan->ctxs[scan->nctx++] = {tenant.tenant_id(), ta.ctx_id(), u.used,
-                                u.free_spans,       u.washed,    u.spans.free_resident};
+    UsageScan::Ctx& c = scan->ctxs[scan->nctx++];
+    c.tenant_id = tenant.tenant_id();
+    c.ctx_id = ta.ctx_id();
+    c.used = u.used;
+    c.free_spans = u.free_spans;
+    c.washed = u.washed;
+    c.free_resident = u.spans.free_resident;
     // u.labels is sorted by hold: stop at the first one that would not make the list.
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];

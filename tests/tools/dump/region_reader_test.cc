@@ -79,6 +79,8 @@ TEST_F(RegionReaderTest, EveryInconsistencyIsNamed) {
       {"size 4, not 8", [](RegionReaderTest* t) { t->field(1).size = 4; }},
       {"ctx table", [](RegionReaderTest* t) { t->header().ctx_stride = 8; }},
       {"ctx table", [](RegionReaderTest* t) { t->header().ctx_capacity = 100'000; }},
+      {"label table", [](RegionReaderTest* t) { t->header().label_capacity = 100'000; }},
+      {"label table", [](RegionReaderTest* t) { t->header().label_offset = 32 * 1024 - 8; }},
   };
   const std::vector<unsigned char> good = bytes_;
   for (const Case& c : cases) {
