@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,13 +19,21 @@ std::vector<std::map<std::string, std::string>> usage_lines(ObMallocAllocator& a
   text.resize(allocator.print_usage(text.data(), static_cast<int64_t>(text.size())));
   std::vector<std::map<std::string, std::string>> lines;
   std::istringstream in(text);
-  const std::regex pair(R"((\w+)=\s*(\S+))");
   for (std::string line; std::getline(in, line);) {
+    // "name=   1,234" -> "name=1234": the values' padding and separators go.
+    std::string packed;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == ',') continue;
+      packed += line[i];
+      if (line[i] == '=') {
+        while (i + 1 < line.size() && line[i + 1] == ' ') ++i;
+      }
+    }
     std::map<std::string, std::string>& m = lines.emplace_back();
-    for (std::sregex_iterator it(line.begin(), line.end(), pair), end; it != end; ++it) {
-      std::string v = (*it)[2];
-      v.erase(std::remove(v.begin(), v.end(), ','), v.end());
-      m[(*it)[1]] = v;
+    std::istringstream words(packed);
+    for (std::string w; words >> w;) {
+      const size_t eq = w.find('=');
+      if (eq != std::string::npos) m[w.substr(0, eq)] = w.substr(eq + 1);
     }
   }
   return lines;
