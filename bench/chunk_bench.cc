@@ -60,6 +60,10 @@ class BenchStatsHost final : public StatsHost {
     return SetResult::OK;
   }
   int collect_ctx(stats::CtxRow*, int) override { return 0; }
+  void measure_usage(UsageScan* scan) override {
+    scan->nctx = 0;
+    scan->ntop = 0;
+  }
   int64_t wash_spans(bool) override { return 0; }
   bool housekeeping_running() override { return false; }
 

@@ -55,6 +55,7 @@ struct Globals final : StatsHost {
   int collect_ctx(stats::CtxRow* rows, int cap) override {
     return collect_ctx_rows(malloc_allocator, rows, cap);
   }
+  void measure_usage(UsageScan* scan) override { achunk::measure_usage(malloc_allocator, scan); }
   int64_t wash_spans(bool all) override {
     const int64_t idle_us = all ? 0 : malloc_allocator.span_idle_us();
     return idle_us >= 0 ? malloc_allocator.wash_stale_spans(idle_us) : 0;

@@ -12,11 +12,11 @@ namespace achunk::stats {
 
 inline constexpr uint64_t MAGIC = 0x5453'4b4e'5548'4341ULL;  // "ACHUNKST", little-endian
 inline constexpr uint16_t MAJOR = 1;
-inline constexpr uint16_t MINOR = 0;
+inline constexpr uint16_t MINOR = 1;
 inline constexpr char MEMFD_NAME[] = "achunk-stats";
 inline constexpr int64_t REGION_SIZE = 32 * 1024;
 
-// Header of the region; `seq` is the sequence lock over the data and ctx sections
+// Header of the region; `seq` is the sequence lock over the data, ctx and label sections
 // (odd while the process writes them).
 struct Header {
   uint64_t magic;
@@ -39,7 +39,10 @@ struct Header {
   uint32_t ctx_stride;
   uint32_t control_offset;
   uint32_t control_size;
-  uint32_t reserved[13];
+  uint32_t label_offset;  // since 1.1: label_capacity rows of LabelRow; data field label_count
+  uint32_t label_capacity;
+  uint32_t label_stride;
+  uint32_t reserved[10];
 };
 static_assert(sizeof(Header) == 160);
 
@@ -56,7 +59,8 @@ struct FieldDesc {
 };
 static_assert(sizeof(FieldDesc) == 64);
 
-// One (tenant, ctx) with chunks charged to it.
+// One (tenant, ctx) with chunks charged to it. Rows are ctx_stride apart: a reader copies
+// min(ctx_stride, its own size) and treats what a 1.0 region lacks as unknown.
 struct CtxRow {
   uint64_t tenant_id;
   int64_t ctx_id;
@@ -65,8 +69,28 @@ struct CtxRow {
   int64_t tenant_hold;
   int64_t tenant_limit;
   char ctx_name[16];
+  // Since 1.1: the usage dump's figures (CtxUsage), from the last usage scan; -1 until
+  // the housekeeping thread made one.
+  int64_t used;
+  int64_t free_spans;
+  int64_t washed;
+  int64_t free_resident;
 };
-static_assert(sizeof(CtxRow) == 64);
+static_assert(sizeof(CtxRow) == 96);
+inline constexpr uint32_t CTX_ROW_SIZE_1_0 = 64;
+
+// Since 1.1: one of the labels with the largest hold in the process, from the last usage
+// scan, largest first.
+struct LabelRow {
+  uint64_t tenant_id;
+  int64_t ctx_id;
+  int64_t hold;
+  int64_t used;
+  int64_t count;
+  char label[16];  // NUL-terminated; labels are cut at 15 bytes
+  char ctx_name[16];
+};
+static_assert(sizeof(LabelRow) == 72);
 
 enum class ControlOp : uint32_t { NONE = 0, SET_OPTION = 1, RELEASE_EXPIRED = 2, RELEASE_ALL = 3 };
 enum class ControlResult : int32_t { OK = 0, BAD_REQUEST = 1, REJECTED = 2 };
@@ -99,8 +123,10 @@ inline constexpr uint32_t DATA_OFFSET = FIELD_OFFSET + MAX_FIELDS * sizeof(Field
 inline constexpr uint32_t DATA_SIZE = 4096;
 inline constexpr uint32_t CTX_OFFSET = DATA_OFFSET + DATA_SIZE;
 inline constexpr uint32_t CTX_CAPACITY = 64;
+inline constexpr uint32_t LABEL_OFFSET = CTX_OFFSET + CTX_CAPACITY * sizeof(CtxRow);
+inline constexpr uint32_t LABEL_CAPACITY = 16;
 static_assert(CONTROL_OFFSET >= sizeof(Header));
 static_assert(CONTROL_OFFSET + sizeof(Control) <= FIELD_OFFSET);
-static_assert(CTX_OFFSET + CTX_CAPACITY * sizeof(CtxRow) <= REGION_SIZE);
+static_assert(LABEL_OFFSET + LABEL_CAPACITY * sizeof(LabelRow) <= REGION_SIZE);
 
 }  // namespace achunk::stats

@@ -5,6 +5,7 @@
 #include "achunk/base/buf_writer.h"
 #include "achunk/base/error_report.h"
 #include "achunk/base/options.h"
+#include "alloc/object/label.h"
 #include "alloc/object/ob_mem_attr.h"
 
 namespace achunk {
@@ -21,6 +22,9 @@ struct Extra {
   int64_t ctx_count = 0;
   int64_t requests_served = 0;
   int64_t housekeeping_running = 0;
+  int64_t label_count = 0;
+  int64_t usage_scans = 0;
+  int64_t usage_age_ms = -1;
 };
 
 bool has(const char* name, const char* part) {
@@ -62,6 +66,9 @@ void visit_fields(const ChunkMgrStats& s, const int64_t* options, const Extra& x
   f("", "ctx_count", FieldUnit::COUNT, x.ctx_count);
   f("", "requests_served", FieldUnit::COUNT, x.requests_served);
   f("", "housekeeping_running", FieldUnit::BOOL, x.housekeeping_running);
+  f("", "label_count", FieldUnit::COUNT, x.label_count);
+  f("", "usage_scans", FieldUnit::COUNT, x.usage_scans);
+  f("", "usage_age_ms", FieldUnit::MS, x.usage_age_ms);
 }
 
 constexpr int THP_SIZE = sizeof(ChunkMgrStats::thp_mode);
@@ -89,6 +96,40 @@ int collect_ctx_rows(ObMallocAllocator& allocator, stats::CtxRow* rows, int cap)
     BufWriter(r.ctx_name, sizeof(r.ctx_name)).str(ctx_name(ta.ctx_id()));
   });
   return n;
+}
+
+void measure_usage(ObMallocAllocator& allocator, UsageScan* scan) {
+  scan->nctx = 0;
+  scan->ntop = 0;
+  CtxUsage& u = scan->scratch;
+  allocator.for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
+    if (scan->nctx == static_cast<int>(stats::CTX_CAPACITY)) return;
+    measure_ctx_usage(allocator.chunk_mgr(), ta, &u);
+    UsageScan::Ctx& c = scan->ctxs[scan->nctx++];
+    c.tenant_id = tenant.tenant_id();
+    c.ctx_id = ta.ctx_id();
+    c.used = u.used;
+    c.free_spans = u.free_spans;
+    c.washed = u.washed;
+    c.free_resident = u.spans.free_resident;
+    // u.labels is sorted by hold: stop at the first one that would not make the list.
+    for (int i = 0; i < u.nlabels; ++i) {
+      const LabelUsage& l = u.labels[i];
+      const int cap = static_cast<int>(stats::LABEL_CAPACITY);
+      if (scan->ntop == cap && scan->top[cap - 1].hold >= l.hold) break;
+      int j = scan->ntop < cap ? scan->ntop++ : cap - 1;
+      for (; j > 0 && scan->top[j - 1].hold < l.hold; --j) scan->top[j] = scan->top[j - 1];
+      stats::LabelRow& r = scan->top[j];
+      r = stats::LabelRow{};
+      r.tenant_id = tenant.tenant_id();
+      r.ctx_id = ta.ctx_id();
+      r.hold = l.hold;
+      r.used = l.used;
+      r.count = l.count;
+      BufWriter(r.label, sizeof(r.label)).str(label_name(l.label));
+      BufWriter(r.ctx_name, sizeof(r.ctx_name)).str(ctx_name(ta.ctx_id()));
+    }
+  });
 }
 
 StatsRegion::StatsRegion(Os& os, AChunkMgr& chunk_mgr, StatsHost& host)
@@ -138,6 +179,9 @@ bool StatsRegion::create() {
   h->ctx_stride = sizeof(stats::CtxRow);
   h->control_offset = stats::CONTROL_OFFSET;
   h->control_size = sizeof(stats::Control);
+  h->label_offset = stats::LABEL_OFFSET;
+  h->label_capacity = stats::LABEL_CAPACITY;
+  h->label_stride = sizeof(stats::LabelRow);
   write_field_table();
   last_request_ = 0;
   // The magic last: a reader that sees it sees a complete header and field table.
@@ -173,6 +217,13 @@ void StatsRegion::write_field_table() {
 }
 
 void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
+  // Before the sequence lock turns odd: a scan takes long, and readers would retry.
+  if (housekeeping && now_us >= next_usage_us_) {
+    host_.measure_usage(&usage_);
+    next_usage_us_ = now_us + USAGE_REFRESH_US;
+    usage_at_us_ = now_us;
+    ++usage_scans_;
+  }
   // The OS figures: statm always (a read of one small file); the resident bytes of the
   // cached chunks (a mincore per chunk) only from the housekeeping thread.
   ChunkMgrStats s = chunk_mgr_.get_stats(housekeeping);
@@ -191,6 +242,9 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   Extra x;
   x.requests_served = served_;
   x.housekeeping_running = host_.housekeeping_running() ? 1 : 0;
+  x.label_count = usage_.ntop;
+  x.usage_scans = usage_scans_;
+  x.usage_age_ms = usage_at_us_ < 0 ? -1 : (now_us - usage_at_us_) / 1000;
 
   stats::Header* h = header();
   unsigned char* base = mutable_bytes();
@@ -199,6 +253,7 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   const uint64_t seq = __atomic_fetch_add(&h->seq, 1, __ATOMIC_ACQ_REL);
   auto* rows = reinterpret_cast<stats::CtxRow*>(base + stats::CTX_OFFSET);
   x.ctx_count = host_.collect_ctx(rows, stats::CTX_CAPACITY);
+  publish_usage(rows, static_cast<int>(x.ctx_count));
   uint32_t n = 0;
   visit_fields(s, options, x, [&](const char*, const char*, FieldUnit, int64_t v) {
     std::memcpy(base + stats::DATA_OFFSET + 8 * n, &v, 8);
@@ -208,6 +263,31 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   h->heartbeat_ns = now_us * 1000;
   h->refreshes += 1;
   __atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+void StatsRegion::publish_usage(stats::CtxRow* rows, int nrows) {
+  // Both lists follow the directory's order, so one pass pairs them (a ctx created since
+  // the scan is skipped over).
+  int k = 0;
+  for (int i = 0; i < nrows; ++i) {
+    stats::CtxRow& r = rows[i];
+    int m = k;
+    while (m < usage_.nctx &&
+           (usage_.ctxs[m].tenant_id != r.tenant_id || usage_.ctxs[m].ctx_id != r.ctx_id)) {
+      ++m;
+    }
+    if (m == usage_.nctx) {
+      r.used = r.free_spans = r.washed = r.free_resident = -1;
+      continue;
+    }
+    r.used = usage_.ctxs[m].used;
+    r.free_spans = usage_.ctxs[m].free_spans;
+    r.washed = usage_.ctxs[m].washed;
+    r.free_resident = usage_.ctxs[m].free_resident;
+    k = m + 1;
+  }
+  std::memcpy(mutable_bytes() + stats::LABEL_OFFSET, usage_.top,
+              usage_.ntop * sizeof(stats::LabelRow));
 }
 
 void StatsRegion::serve_request(bool housekeeping) {
@@ -302,6 +382,7 @@ void StatsRegion::forget_after_fork() {
   os_.unmap_shared_region(region_, stats::REGION_SIZE);
   region_ = {};
   create_failed_ = false;
+  next_usage_us_ = 0;
   next_us_.store(0, std::memory_order_relaxed);
   busy_.store(false, std::memory_order_release);
 }

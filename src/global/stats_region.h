@@ -1,10 +1,10 @@
 // Global layer: the live stats region. A memfd (see stats_layout.h) that publishes the
-// chunk manager's dump fields, the (tenant, ctx) holds and limits and every option's
-// value under a sequence lock, refreshed at most every REFRESH_US from chunk-level calls
-// and by the housekeeping thread, and a control slot through which achunk-dump sets an
-// option or releases idle memory. Never allocates. Depends on the chunk layer (AChunkMgr,
-// Os, options), the tenant directory (for the ctx rows) and stats_layout.h; options and
-// housekeeping come through StatsHost.
+// chunk manager's dump fields, the (tenant, ctx) holds, limits and usage, the labels with
+// the largest hold and every option's value under a sequence lock, refreshed at most
+// every REFRESH_US from chunk-level calls and by the housekeeping thread, and a control
+// slot through which achunk-dump sets an option or releases idle memory. Never allocates.
+// Depends on the chunk layer (AChunkMgr, Os, options), the object layer (tenant
+// directory, CtxUsage) and stats_layout.h; options and housekeeping come through StatsHost.
 #pragma once
 
 #include <atomic>
@@ -12,10 +12,29 @@
 
 #include "achunk/chunk/achunk_mgr.h"
 #include "achunk/platform/os.h"
+#include "alloc/object/ctx_usage.h"
 #include "alloc/object/malloc_allocator.h"
 #include "global/stats_layout.h"
 
 namespace achunk {
+
+// The last usage scan: per ctx the usage dump's figures, and the process's labels with
+// the largest hold. Fixed storage (the region never allocates).
+struct UsageScan {
+  struct Ctx {
+    uint64_t tenant_id;
+    int64_t ctx_id;
+    int64_t used;
+    int64_t free_spans;
+    int64_t washed;
+    int64_t free_resident;
+  };
+  Ctx ctxs[stats::CTX_CAPACITY];
+  int nctx = 0;
+  stats::LabelRow top[stats::LABEL_CAPACITY];  // largest hold first
+  int ntop = 0;
+  CtxUsage scratch;  // one ctx at a time
+};
 
 // What the region needs from the layers above the chunk layer.
 class StatsHost {
@@ -26,8 +45,11 @@ class StatsHost {
   // Applies an already validated value, as set_option does; BUSY when that cannot be
   // done without waiting (asked again on the next tick).
   virtual SetResult try_set_option(int id, int64_t value) = 0;
-  // Fills at most `cap` rows; returns how many.
+  // Fills at most `cap` rows (not their usage figures); returns how many.
   virtual int collect_ctx(stats::CtxRow* rows, int cap) = 0;
+  // Measures every ctx into *scan. Takes ctx locks and walks live objects: only the
+  // housekeeping thread calls it.
+  virtual void measure_usage(UsageScan* scan) = 0;
   // Washes every free span (`all`) or those idle for span_idle_ms; the bytes washed.
   virtual int64_t wash_spans(bool all) = 0;
   virtual bool housekeeping_running() = 0;
@@ -38,10 +60,18 @@ class StatsHost {
 
 // The (tenant, ctx) rows of `allocator`, at most `cap`; returns how many. Lock-free.
 int collect_ctx_rows(ObMallocAllocator& allocator, stats::CtxRow* rows, int cap);
+// measure_ctx_usage for each of the first CTX_CAPACITY ctxs of `allocator`, keeping the
+// LABEL_CAPACITY labels with the largest hold (ties: the first found). O(live objects +
+// spans + chunks) plus one residency probe per span and chunk, and CtxUsage::MAX_LABELS
+// x LABEL_CAPACITY steps per ctx for the top labels.
+void measure_usage(ObMallocAllocator& allocator, UsageScan* scan);
 
 class StatsRegion final : public ChunkListener {
  public:
   static constexpr int64_t REFRESH_US = 100'000;
+  // The usage scan walks every live object: at most this often (the reference prints its
+  // usage every 10 s too).
+  static constexpr int64_t USAGE_REFRESH_US = 10'000'000;
 
   StatsRegion(Os& os, AChunkMgr& chunk_mgr, StatsHost& host);
   ~StatsRegion();
@@ -53,9 +83,10 @@ class StatsRegion final : public ChunkListener {
     if (now_us >= next_us_.load(std::memory_order_relaxed)) tick(now_us, false);
   }
   // Creates the region if the option is on (drops it if off), serves a pending request,
-  // refreshes. Only the housekeeping thread (`housekeeping`) washes spans and measures
-  // the cache's resident bytes: other callers may hold allocator locks. One thread at a
-  // time; a concurrent call returns at once.
+  // refreshes. Only the housekeeping thread (`housekeeping`) washes spans, measures the
+  // cache's resident bytes and scans usage (at most every USAGE_REFRESH_US): other callers
+  // may hold allocator locks and publish the last values. One thread at a time; a
+  // concurrent call returns at once.
   void tick(int64_t now_us, bool housekeeping);
   // The process is exiting: readers see generation 0.
   void mark_exited();
@@ -68,6 +99,7 @@ class StatsRegion final : public ChunkListener {
   unsigned char* mutable_bytes() { return static_cast<unsigned char*>(region_.addr); }
   int fd() const { return region_.fd; }
   int64_t requests_served() const { return served_; }
+  int64_t usage_scans() const { return usage_scans_; }
 
  private:
   bool create();
@@ -75,6 +107,8 @@ class StatsRegion final : public ChunkListener {
   void write_field_table();
   void serve_request(bool housekeeping);
   void refresh(int64_t now_us, bool housekeeping);
+  // The last scan's figures into the rows (-1 for a ctx it did not see) and label rows.
+  void publish_usage(stats::CtxRow* rows, int nrows);
   stats::Header* header() { return static_cast<stats::Header*>(region_.addr); }
 
   Os& os_;
@@ -88,6 +122,10 @@ class StatsRegion final : public ChunkListener {
   uint64_t last_request_ = 0;
   int64_t served_ = 0;
   int64_t cache_resident_ = -1;  // measured by the housekeeping thread only
+  UsageScan usage_;              // likewise
+  int64_t next_usage_us_ = 0;
+  int64_t usage_at_us_ = -1;  // when usage_ was measured; -1: never
+  int64_t usage_scans_ = 0;
 };
 
 }  // namespace achunk

@@ -13,71 +13,12 @@
 
 #include "achunk/platform/linux_os.h"
 #include "alloc/object/malloc_allocator.h"
-#include "support/chunk_mgr_fixture.h"
+#include "global/stats_region_fixture.h"
 #include "tools/dump/dump_format.h"
 #include "tools/dump/region_reader.h"
 
 namespace achunk::testing {
 namespace {
-
-class TestHost final : public StatsHost {
- public:
-  explicit TestHost(AChunkMgr& mgr) : mgr_(mgr), alloc_(std::make_unique<ObMallocAllocator>(mgr)) {
-    opts.values[OPT_STATS_REGION] = 1;
-  }
-  int64_t option_value(int id) override { return opts.values[id]; }
-  SetResult try_set_option(int id, int64_t value) override {
-    if (busy) return SetResult::BUSY;
-    opts.values[id] = value;
-    mgr_.apply_options(opts);
-    return SetResult::OK;
-  }
-  int collect_ctx(stats::CtxRow* rows, int cap) override {
-    return collect_ctx_rows(*alloc_, rows, cap);
-  }
-  int64_t wash_spans(bool) override {
-    ++washes;
-    return 4096;
-  }
-  bool housekeeping_running() override { return housekeeping; }
-  ObMallocAllocator& allocator() { return *alloc_; }
-
-  Options opts;
-  bool busy = false;
-  bool housekeeping = false;
-  int washes = 0;
-
- private:
-  AChunkMgr& mgr_;
-  std::unique_ptr<ObMallocAllocator> alloc_;
-};
-
-class StatsRegionTest : public ChunkMgrTest {
- protected:
-  dump::Snapshot snapshot() {
-    absl::StatusOr<dump::Snapshot> s = dump::parse_region(region_.bytes(), stats::REGION_SIZE);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *s : dump::Snapshot{};
-  }
-  stats::Control* control() {
-    return reinterpret_cast<stats::Control*>(region_.mutable_bytes() + stats::CONTROL_OFFSET);
-  }
-  void send(stats::ControlOp op, const char* option, const char* value) {
-    stats::Control* c = control();
-    c->op = static_cast<uint32_t>(op);
-    std::strncpy(c->option, option, sizeof(c->option) - 1);
-    std::strncpy(c->value, value, sizeof(c->value) - 1);
-    c->req_seq += 1;
-  }
-  bool answered() { return control()->resp_seq == control()->req_seq; }
-  void tick(bool housekeeping = true) {
-    clock_.advance_us(StatsRegion::REFRESH_US);
-    region_.tick(clock_.now_us(), housekeeping);
-  }
-
-  TestHost host_{mgr_};
-  StatsRegion region_{os_, mgr_, host_};
-};
 
 TEST_F(StatsRegionTest, NoRegionUntilTheFirstTickAndNoneWhenOff) {
   EXPECT_EQ(region_.bytes(), nullptr);
@@ -132,8 +73,12 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
   const size_t mem = text.find("[MEMORY]");
   ASSERT_NE(mem, std::string::npos);
   EXPECT_EQ(text.substr(mem),
-            "[MEMORY] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=      2,097,152 limit=     "
-            "67,108,864 tenant_hold=      2,097,152 tenant_limit=9,223,372,036,854,775,807\n"
+            "[MEMORY] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=      2,097,152 used=          "
+            "  100 limit=     67,108,864 free_spans=      2,056,192 washed=      2,056,192 "
+            "free_resident=      2,056,192 tenant_hold=      2,097,152 "
+            "tenant_limit=9,223,372,036,854,775,807\n"
+            "[TOP_LABELS] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=            128 used=     "
+            "       100 count=       1 mod=golden\n"
             "[OPTIONS] memory_limit=0\n"
             "[OPTIONS] memory_chunk_cache_size=0\n"
             "[OPTIONS] large_chunk_cache=1\n"
@@ -146,7 +91,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "[OPTIONS] stats_interval_ms=0\n");
   EXPECT_EQ(
       dump::format_json(s),
-      "{\"version\":\"1\",\"region_version\":\"1.0\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
+      "{\"version\":\"1\",\"region_version\":\"1.1\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
       "\"limit\":9223372036854775807,\"hold\":2097152,\"total_hold\":2097152,\"used\":2097152,"
       "\"freelists_hold\":0,\"total_maps\":1,\"total_unmaps\":0,\"large_maps\":0,\"large_unmaps\":"
       "0,\"huge_maps\":0,\"huge_unmaps\":0,\"expired_unmaps\":0,\"resident_size\":128974848,"
@@ -164,13 +109,16 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
       "\"maps\":0,\"unmaps\":0},{\"size_mb\":18,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
       "\"maps\":0,\"unmaps\":0},{\"size_mb\":20,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
       "\"maps\":0,\"unmaps\":0}],\"ctx\":[{\"tenant_id\":1002,\"ctx_id\":0,\"ctx\":\"DEFAULT_CTX_"
-      "ID\",\"hold\":2097152,\"limit\":67108864,\"tenant_hold\":2097152,\"tenant_limit\":"
-      "9223372036854775807}],\"options\":{\"memory_limit\":0,\"memory_chunk_cache_size\":0,"
+      "ID\",\"hold\":2097152,\"used\":100,\"limit\":67108864,\"free_spans\":2056192,"
+      "\"washed\":2056192,\"free_resident\":2056192,\"tenant_hold\":2097152,\"tenant_limit\":"
+      "9223372036854775807}],\"top_labels\":[{\"tenant_id\":1002,\"ctx_id\":0,\"ctx\":"
+      "\"DEFAULT_CTX_ID\",\"mod\":\"golden\",\"hold\":128,\"used\":100,\"count\":1}],"
+      "\"options\":{\"memory_limit\":0,\"memory_chunk_cache_size\":0,"
       "\"large_chunk_cache\":1,\"chunk_cache_ttl_ms\":30000,\"span_idle_ms\":1000,\"context_use_"
       "pm\":1,"
       "\"stats_print\":0,\"release_interval_ms\":0,\"stats_region\":1,\"stats_interval_ms\":"
       "0},\"ctx_count\":1,"
-      "\"requests_served\":0,\"housekeeping_running\":0}\n");
+      "\"requests_served\":0,\"housekeeping_running\":0,\"usage_scans\":1,\"usage_age_ms\":0}\n");
   ObMallocAllocator::free(p);
 }
 

@@ -81,11 +81,22 @@ std::string format_text(const Snapshot& s) {
     absl::StrAppendFormat(&out, " %s=%15s", field, grouped(f.value));
   }
   if (line_mb >= 0) out += '\n';
+  // The usage dump's names; -1: not measured yet (no housekeeping thread, or a 1.0 region).
   for (const CtxRow& c : s.ctxs) {
-    absl::StrAppendFormat(&out, "[MEMORY] tenant_id=%5d ctx_id=%s hold=%15s limit=%15s",
-                          c.tenant_id, c.ctx_name, grouped(c.hold), grouped(c.limit));
+    absl::StrAppendFormat(&out, "[MEMORY] tenant_id=%5d ctx_id=%s hold=%15s used=%15s limit=%15s",
+                          c.tenant_id, c.ctx_name, grouped(c.hold), grouped(c.used),
+                          grouped(c.limit));
+    absl::StrAppendFormat(&out, " free_spans=%15s washed=%15s free_resident=%15s",
+                          grouped(c.free_spans), grouped(c.washed), grouped(c.free_resident));
     absl::StrAppendFormat(&out, " tenant_hold=%15s tenant_limit=%15s\n", grouped(c.tenant_hold),
                           grouped(c.tenant_limit));
+  }
+  for (const LabelRow& l : s.labels) {
+    absl::StrAppendFormat(&out,
+                          "[TOP_LABELS] tenant_id=%5d ctx_id=%s hold=%15s used=%15s count=%8s "
+                          "mod=%s\n",
+                          l.tenant_id, l.ctx_name, grouped(l.hold), grouped(l.used),
+                          grouped(l.count), l.label);
   }
   for (const Field& f : s.fields) {
     if (!absl::StartsWith(f.name, OPTION)) continue;
@@ -123,10 +134,22 @@ std::string format_json(const Snapshot& s) {
   sep = "";
   for (const CtxRow& c : s.ctxs) {
     absl::StrAppendFormat(&out,
-                          "%s{\"tenant_id\":%d,\"ctx_id\":%d,\"ctx\":%s,\"hold\":%d,\"limit\":%d,"
+                          "%s{\"tenant_id\":%d,\"ctx_id\":%d,\"ctx\":%s,\"hold\":%d,\"used\":%d,"
+                          "\"limit\":%d,\"free_spans\":%d,\"washed\":%d,\"free_resident\":%d,"
                           "\"tenant_hold\":%d,\"tenant_limit\":%d}",
-                          sep, c.tenant_id, c.ctx_id, json_string(c.ctx_name), c.hold, c.limit,
-                          c.tenant_hold, c.tenant_limit);
+                          sep, c.tenant_id, c.ctx_id, json_string(c.ctx_name), c.hold, c.used,
+                          c.limit, c.free_spans, c.washed, c.free_resident, c.tenant_hold,
+                          c.tenant_limit);
+    sep = ",";
+  }
+  out += "],\"top_labels\":[";
+  sep = "";
+  for (const LabelRow& l : s.labels) {
+    absl::StrAppendFormat(&out,
+                          "%s{\"tenant_id\":%d,\"ctx_id\":%d,\"ctx\":%s,\"mod\":%s,\"hold\":%d,"
+                          "\"used\":%d,\"count\":%d}",
+                          sep, l.tenant_id, l.ctx_id, json_string(l.ctx_name), json_string(l.label),
+                          l.hold, l.used, l.count);
     sep = ",";
   }
   out += "],\"options\":{";
@@ -138,9 +161,10 @@ std::string format_json(const Snapshot& s) {
   }
   absl::StrAppendFormat(&out,
                         "},\"ctx_count\":%d,\"requests_served\":%d,"
-                        "\"housekeeping_running\":%d}\n",
+                        "\"housekeeping_running\":%d,\"usage_scans\":%d,\"usage_age_ms\":%d}\n",
                         s.get("ctx_count", 0), s.get("requests_served", 0),
-                        s.get("housekeeping_running", 0));
+                        s.get("housekeeping_running", 0), s.get("usage_scans", 0),
+                        s.get("usage_age_ms", -1));
   return out;
 }
 

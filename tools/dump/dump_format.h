@@ -1,6 +1,6 @@
 // achunk-dump, the printers: a snapshot as the library's own text dump ([chunk_mgr],
-// [CHUNK_MGR], [MEMORY] and [OPTIONS] lines) or as one JSON document, and the --watch
-// rows (rates from two snapshots). Pure functions of their input. Depends on
+// [CHUNK_MGR], [MEMORY], [TOP_LABELS] and [OPTIONS] lines) or as one JSON document, and
+// the --watch rows (rates from two snapshots). Pure functions of their input. Depends on
 // region_reader.h and abseil.
 #pragma once
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -163,17 +164,35 @@ absl::StatusOr<Snapshot> parse_region(const unsigned char* b, size_t size) {
     s.fields.push_back(std::move(f));
   }
   const int64_t count = s.get("ctx_count", 0);
-  if (count < 0 || count > h.ctx_capacity || h.ctx_stride < sizeof(stats::CtxRow) ||
+  if (count < 0 || count > h.ctx_capacity || h.ctx_stride < stats::CTX_ROW_SIZE_1_0 ||
       !in_bounds(h.ctx_offset, uint64_t{h.ctx_capacity} * h.ctx_stride, size)) {
     return bad(absl::StrFormat("ctx table (offset %d, %d of %d rows) out of bounds", h.ctx_offset,
                                count, h.ctx_capacity));
   }
   for (int64_t i = 0; i < count; ++i) {
+    // A 1.0 row is shorter: what it lacks stays unknown (-1).
     stats::CtxRow r;
-    std::memcpy(&r, b + h.ctx_offset + i * h.ctx_stride, sizeof(r));
+    r.used = r.free_spans = r.washed = r.free_resident = -1;
+    std::memcpy(&r, b + h.ctx_offset + i * h.ctx_stride, std::min<size_t>(h.ctx_stride, sizeof(r)));
     s.ctxs.push_back(CtxRow{r.tenant_id, r.ctx_id,
                             std::string(r.ctx_name, strnlen(r.ctx_name, sizeof(r.ctx_name))),
-                            r.hold, r.limit, r.tenant_hold, r.tenant_limit});
+                            r.hold, r.limit, r.tenant_hold, r.tenant_limit, r.used, r.free_spans,
+                            r.washed, r.free_resident});
+  }
+  // A 1.0 region has no label_count field and zeroed label fields in the header.
+  const int64_t nlabels = s.get("label_count", 0);
+  if (nlabels < 0 || nlabels > h.label_capacity ||
+      (nlabels > 0 && h.label_stride < sizeof(stats::LabelRow)) ||
+      !in_bounds(h.label_offset, uint64_t{h.label_capacity} * h.label_stride, size)) {
+    return bad(absl::StrFormat("label table (offset %d, %d of %d rows) out of bounds",
+                               h.label_offset, nlabels, h.label_capacity));
+  }
+  for (int64_t i = 0; i < nlabels; ++i) {
+    stats::LabelRow r;
+    std::memcpy(&r, b + h.label_offset + i * h.label_stride, sizeof(r));
+    s.labels.push_back(LabelRow{
+        r.tenant_id, r.ctx_id, std::string(r.ctx_name, strnlen(r.ctx_name, sizeof(r.ctx_name))),
+        std::string(r.label, strnlen(r.label, sizeof(r.label))), r.hold, r.used, r.count});
   }
   return s;
 }

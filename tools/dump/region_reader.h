@@ -33,6 +33,22 @@ struct CtxRow {
   int64_t limit = 0;
   int64_t tenant_hold = 0;
   int64_t tenant_limit = 0;
+  // From the last usage scan; -1: not measured yet, or a 1.0 region.
+  int64_t used = -1;
+  int64_t free_spans = -1;
+  int64_t washed = -1;
+  int64_t free_resident = -1;
+};
+
+// One of the labels with the largest hold (region 1.1 on).
+struct LabelRow {
+  uint64_t tenant_id = 0;
+  int64_t ctx_id = 0;
+  std::string ctx_name;
+  std::string label;
+  int64_t hold = 0;
+  int64_t used = 0;
+  int64_t count = 0;
 };
 
 // One consistent copy of a region, every offset checked.
@@ -46,6 +62,7 @@ struct Snapshot {
   uint64_t refreshes = 0;
   std::vector<Field> fields;  // in the region's order
   std::vector<CtxRow> ctxs;
+  std::vector<LabelRow> labels;  // largest hold first
 
   // The value of a 64-bit field, or `missing` when the region has no such field.
   int64_t get(const std::string& name, int64_t missing = -1) const;

@@ -5,6 +5,7 @@
 
 #include "achunk/base/buf_writer.h"
 #include "achunk/base/spin_lock.h"
+#include "alloc/object/ctx_usage.h"
 #include "alloc/object/label.h"
 #include "alloc/object/malloc_allocator.h"
 
@@ -12,49 +13,7 @@ namespace achunk {
 
 namespace {
 
-constexpr int MAX_LABELS_SHOWN = 128;
 constexpr int NUM_WIDTH = 15;
-
-struct CtxUsage {
-  int64_t hold;        // bytes of chunks charged to the ctx
-  int64_t used;        // bytes the callers asked for
-  int64_t free;        // held but not in a live object: free slots, free spans, thread caches
-  int64_t free_spans;  // part of free: free spans of blocks (the rest is in slabs)
-  int64_t washed;      // part of free_spans: pages given back to the OS
-  int shards;          // open ObjectMgr shards
-  int64_t resident;    // bytes of the ctx's chunks backed by physical pages; -1: unknown
-  SpanUsage spans;
-  LabelUsage total;
-  LabelUsage labels[MAX_LABELS_SHOWN];
-  int nlabels;
-};
-
-void measure(AChunkMgr& chunk_mgr, ObTenantCtxAllocator& ta, CtxUsage* u) {
-  u->nlabels = ta.object_set().scan_usage(u->labels, MAX_LABELS_SHOWN, &u->total);
-  u->hold = ta.hold();
-  u->used = u->total.used;
-  u->free = u->hold - u->total.hold;
-  u->free_spans = ta.object_set().free_span_bytes(&u->washed);
-  u->shards = ta.object_set().object_mgr().open_shards();
-  ta.object_set().scan_spans(
-      &u->spans,
-      [](void* mgr, void* addr, int64_t len) {
-        return static_cast<AChunkMgr*>(mgr)->resident_bytes(addr, len);
-      },
-      &chunk_mgr);
-  u->resident = 0;
-  ta.object_set().for_each_chunk([&](AChunk* chunk) {
-    const int64_t r = chunk_mgr.resident_bytes(chunk, chunk->aligned());
-    u->resident = r < 0 || u->resident < 0 ? -1 : u->resident + r;
-  });
-  // Largest hold first; insertion sort, the list is short and this must not allocate.
-  for (int i = 1; i < u->nlabels; ++i) {
-    const LabelUsage key = u->labels[i];
-    int j = i - 1;
-    for (; j >= 0 && u->labels[j].hold < key.hold; --j) u->labels[j + 1] = u->labels[j];
-    u->labels[j + 1] = key;
-  }
-}
 
 // Each line's fields, listed once for both forms. `width`: columns in the text form (0:
 // as long as needed), numbers grouped as the reference's "%'15ld".
@@ -136,7 +95,7 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
   std::lock_guard<SpinLock> guard(g_scratch_lock);
   CtxUsage& u = g_scratch;
   for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
-    measure(chunk_mgr_, ta, &u);
+    measure_ctx_usage(chunk_mgr_, ta, &u);
     w.str("[MEMORY] tenant_id=").num(static_cast<int64_t>(tenant.tenant_id()), 5);
     w.str(" ctx_id=").str(ctx_name(ta.ctx_id()));
     put_text(w, CTX_FIELDS, CtxRow{tenant, ta, u});
@@ -159,7 +118,7 @@ int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
   bool first = true;
   w.str("{\"ctxs\":[");
   for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
-    measure(chunk_mgr_, ta, &u);
+    measure_ctx_usage(chunk_mgr_, ta, &u);
     w.str(first ? "{" : ",{");
     first = false;
     w.str("\"tenant_id\":").num(static_cast<int64_t>(tenant.tenant_id()));

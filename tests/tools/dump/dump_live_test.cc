@@ -111,6 +111,13 @@ TEST(DumpLiveTest, ReadsChangesAndReleasesALiveProcess) {
   EXPECT_GE(s->get("chunk_mgr.freelists_hold"), int64_t{16} << 20);
   EXPECT_EQ(s->get("option.release_interval_ms"), 1000);  // the drop-in default
   EXPECT_TRUE(has_bg_thread(c.pid));
+  // The housekeeping thread's first tick scanned usage; a ctx it saw has its figures.
+  EXPECT_GE(s->get("usage_scans"), 1);
+  EXPECT_EQ(static_cast<int64_t>(s->labels.size()), s->get("label_count"));
+  for (const dump::CtxRow& row : s->ctxs) {
+    EXPECT_LE(row.used, row.hold) << row.ctx_name;
+    EXPECT_LE(row.free_spans, row.hold) << row.ctx_name;
+  }
   const int64_t unmaps = s->get("chunk_mgr.total_unmaps");
 
   absl::StatusOr<dump::ControlAnswer> a = (*r)->request(
@@ -152,6 +159,7 @@ TEST(DumpLiveTest, ReadsChangesAndReleasesALiveProcess) {
   EXPECT_EQ(out.rfind("[chunk_mgr] limit=", 0), 0u) << out;
   EXPECT_NE(out.find("[CHUNK_MGR] 20 MB_CACHE:"), std::string::npos);
   EXPECT_NE(out.find("[OPTIONS] memory_chunk_cache_size=2097152"), std::string::npos) << out;
+  EXPECT_NE(out.find(" free_resident="), std::string::npos) << out;
   EXPECT_EQ(tool("--json " + std::to_string(c.pid), &out), 0) << out;
   EXPECT_EQ(out.rfind("{\"version\":\"1\"", 0), 0u) << out;
   EXPECT_EQ(tool("--watch " + std::to_string(c.pid) + " 0.1 2", &out), 0) << out;

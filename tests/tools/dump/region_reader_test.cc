@@ -26,6 +26,10 @@ class NullHost final : public StatsHost {
     return SetResult::OK;
   }
   int collect_ctx(stats::CtxRow*, int) override { return 0; }
+  void measure_usage(UsageScan* scan) override {
+    scan->nctx = 0;
+    scan->ntop = 0;
+  }
   int64_t wash_spans(bool) override { return 0; }
   bool housekeeping_running() override { return false; }
   Options opts;
@@ -75,6 +79,8 @@ TEST_F(RegionReaderTest, EveryInconsistencyIsNamed) {
       {"size 4, not 8", [](RegionReaderTest* t) { t->field(1).size = 4; }},
       {"ctx table", [](RegionReaderTest* t) { t->header().ctx_stride = 8; }},
       {"ctx table", [](RegionReaderTest* t) { t->header().ctx_capacity = 100'000; }},
+      {"label table", [](RegionReaderTest* t) { t->header().label_capacity = 100'000; }},
+      {"label table", [](RegionReaderTest* t) { t->header().label_offset = 32 * 1024 - 8; }},
   };
   const std::vector<unsigned char> good = bytes_;
   for (const Case& c : cases) {

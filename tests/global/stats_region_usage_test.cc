@@ -1,0 +1,208 @@
+// The region's usage figures and top labels: the usage dump's numbers for the same state,
+// measured only by the housekeeping thread and at most every USAGE_REFRESH_US.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "global/stats_region_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+// print_usage's lines as name -> value maps (numbers without their separators).
+std::vector<std::map<std::string, std::string>> usage_lines(ObMallocAllocator& allocator) {
+  std::string text(1 << 20, '\0');
+  text.resize(allocator.print_usage(text.data(), static_cast<int64_t>(text.size())));
+  std::vector<std::map<std::string, std::string>> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    // "name=   1,234" -> "name=1234": the values' padding and separators go.
+    std::string packed;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == ',') continue;
+      packed += line[i];
+      if (line[i] == '=') {
+        while (i + 1 < line.size() && line[i + 1] == ' ') ++i;
+      }
+    }
+    std::map<std::string, std::string>& m = lines.emplace_back();
+    std::istringstream words(packed);
+    for (std::string w; words >> w;) {
+      const size_t eq = w.find('=');
+      if (eq != std::string::npos) m[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+  }
+  return lines;
+}
+
+int64_t num(const std::map<std::string, std::string>& m, const char* key) {
+  const auto it = m.find(key);
+  EXPECT_NE(it, m.end()) << key;
+  return it == m.end() ? -2 : std::stoll(it->second);
+}
+
+class StatsRegionUsageTest : public StatsRegionTest {
+ protected:
+  ~StatsRegionUsageTest() override {
+    for (void* p : live_) ObMallocAllocator::free(p);
+  }
+  void alloc(uint64_t tenant, int ctx, const std::string& label, int64_t size, int n) {
+    labels_.push_back(label);
+    for (int i = 0; i < n; ++i) {
+      live_.push_back(
+          host_.allocator().alloc(size, ObMemAttr(tenant, labels_.back().c_str(), ctx)));
+      ASSERT_NE(live_.back(), nullptr);
+    }
+  }
+
+  std::vector<void*> live_;
+  std::vector<std::string> labels_{};
+};
+
+// Three (tenant, ctx)s, 24 labels of distinct holds (more than the region keeps), free
+// spans partly resident: every figure is the one print_usage shows.
+TEST_F(StatsRegionUsageTest, FiguresAndTopLabelsMatchThePrintedUsage) {
+  labels_.reserve(64);
+  const struct {
+    uint64_t tenant;
+    int ctx;
+  } where[] = {{1001, 0}, {1002, 0}, {1002, 1}};
+  for (int k = 0; k < 24; ++k) {
+    alloc(where[k % 3].tenant, where[k % 3].ctx, "lab" + std::to_string(k), 700 + 8 * k, k + 1);
+  }
+  // Big objects freed again: free spans in two of the ctxs.
+  for (int i = 0; i < 3; ++i) {
+    void* big = host_.allocator().alloc(300 << 10, ObMemAttr(1001, "tmp"));
+    void* big2 = host_.allocator().alloc(200 << 10, ObMemAttr(1002, "tmp", 1));
+    ObMallocAllocator::free(big);
+    ObMallocAllocator::free(big2);
+  }
+  os_.set_resident_per_range(12 << 10);
+  tick();
+  const dump::Snapshot s = snapshot();
+
+  struct Label {
+    uint64_t tenant;
+    std::string ctx;
+    std::string mod;
+    int64_t hold, used, count;
+  };
+  std::vector<Label> printed;
+  uint64_t tenant = 0;
+  std::string ctx;
+  size_t row = 0;
+  ASSERT_EQ(s.ctxs.size(), 3u);
+  for (const auto& m : usage_lines(host_.allocator())) {
+    if (m.count("tenant_id") != 0) {
+      tenant = static_cast<uint64_t>(num(m, "tenant_id"));
+      ctx = m.at("ctx_id");
+      ASSERT_LT(row, s.ctxs.size());
+      const dump::CtxRow& c = s.ctxs[row++];
+      EXPECT_EQ(c.tenant_id, tenant);
+      EXPECT_EQ(c.ctx_name, ctx);
+      EXPECT_EQ(c.hold, num(m, "hold"));
+      EXPECT_EQ(c.used, num(m, "used"));
+      EXPECT_EQ(c.free_spans, num(m, "free_spans"));
+      EXPECT_EQ(c.washed, num(m, "washed"));
+    } else if (m.count("free_resident") != 0) {
+      EXPECT_EQ(s.ctxs[row - 1].free_resident, num(m, "free_resident"));
+    } else if (m.count("mod") != 0) {
+      printed.push_back(
+          {tenant, ctx, m.at("mod"), num(m, "hold"), num(m, "used"), num(m, "count")});
+    }
+  }
+  EXPECT_EQ(row, 3u);
+  EXPECT_GT(s.ctxs[0].free_spans, 0);
+  EXPECT_GT(s.ctxs[0].free_resident, 0);
+  EXPECT_NE(s.ctxs[0].free_resident, s.ctxs[0].free_spans - s.ctxs[0].washed);
+
+  std::stable_sort(printed.begin(), printed.end(),
+                   [](const Label& a, const Label& b) { return a.hold > b.hold; });
+  ASSERT_GT(printed.size(), stats::LABEL_CAPACITY);
+  ASSERT_EQ(s.labels.size(), stats::LABEL_CAPACITY);
+  EXPECT_EQ(s.get("label_count"), stats::LABEL_CAPACITY);
+  for (size_t i = 0; i < s.labels.size(); ++i) {
+    const dump::LabelRow& l = s.labels[i];
+    EXPECT_EQ(l.tenant_id, printed[i].tenant) << i;
+    EXPECT_EQ(l.ctx_name, printed[i].ctx) << i;
+    EXPECT_EQ(l.label, printed[i].mod) << i;
+    EXPECT_EQ(l.hold, printed[i].hold) << i;
+    EXPECT_EQ(l.used, printed[i].used) << i;
+    EXPECT_EQ(l.count, printed[i].count) << i;
+  }
+  EXPECT_EQ(s.labels[0].label, "lab23");
+}
+
+// Chunk-level calls (which may hold allocator locks) never scan; the housekeeping thread
+// scans at most every USAGE_REFRESH_US and the rows keep the last scan in between.
+TEST_F(StatsRegionUsageTest, OnlyTheHousekeepingThreadScansAtMostEveryInterval) {
+  alloc(1002, 0, "first", 1000, 4);
+  tick(false);
+  dump::Snapshot s = snapshot();
+  EXPECT_EQ(region_.usage_scans(), 0);
+  ASSERT_EQ(s.ctxs.size(), 1u);
+  EXPECT_EQ(s.ctxs[0].used, -1);  // not measured yet
+  EXPECT_EQ(s.ctxs[0].free_resident, -1);
+  EXPECT_TRUE(s.labels.empty());
+  EXPECT_EQ(s.get("usage_age_ms"), -1);
+
+  tick(true);
+  EXPECT_EQ(region_.usage_scans(), 1);
+  EXPECT_EQ(snapshot().ctxs[0].used, 4000);
+
+  alloc(1002, 0, "second", 500, 2);
+  alloc(1003, 0, "other", 100, 1);  // a ctx the last scan did not see
+  const int64_t steps = StatsRegion::USAGE_REFRESH_US / StatsRegion::REFRESH_US;
+  for (int64_t i = 1; i < steps; ++i) tick(i % 2 == 0);
+  s = snapshot();
+  EXPECT_EQ(region_.usage_scans(), 1);
+  EXPECT_EQ(s.get("usage_scans"), 1);
+  EXPECT_EQ(s.get("usage_age_ms"), (steps - 1) * StatsRegion::REFRESH_US / 1000);
+  ASSERT_EQ(s.ctxs.size(), 2u);
+  EXPECT_EQ(s.ctxs[0].used, 4000);  // the last scan's
+  EXPECT_EQ(s.ctxs[1].used, -1);
+  ASSERT_EQ(s.labels.size(), 1u);
+  EXPECT_EQ(s.labels[0].label, "first");
+
+  tick(true);
+  s = snapshot();
+  EXPECT_EQ(region_.usage_scans(), 2);
+  EXPECT_EQ(s.ctxs[0].used, 5000);
+  EXPECT_EQ(s.ctxs[1].used, 100);
+  EXPECT_EQ(s.labels.size(), 3u);
+}
+
+// A 1.0 region's shorter ctx rows and missing label table still read, as unknown.
+TEST_F(StatsRegionUsageTest, AVersion10RegionReadsWithUnknownUsage) {
+  alloc(1002, 0, "old", 100, 1);
+  alloc(1003, 0, "old", 100, 1);
+  tick();
+  std::vector<unsigned char> b(region_.bytes(), region_.bytes() + stats::REGION_SIZE);
+  auto* h = reinterpret_cast<stats::Header*>(b.data());
+  h->minor = 0;
+  for (int i = 0; i < 2; ++i) {
+    std::memmove(b.data() + h->ctx_offset + i * stats::CTX_ROW_SIZE_1_0,
+                 b.data() + h->ctx_offset + i * sizeof(stats::CtxRow), stats::CTX_ROW_SIZE_1_0);
+  }
+  h->ctx_stride = stats::CTX_ROW_SIZE_1_0;
+  h->label_offset = h->label_capacity = h->label_stride = 0;
+  for (uint32_t i = 0; i < h->field_count; ++i) {
+    auto* d = reinterpret_cast<stats::FieldDesc*>(b.data() + h->field_offset) + i;
+    if (std::strcmp(d->name, "label_count") == 0) std::strcpy(d->name, "x");
+  }
+  absl::StatusOr<dump::Snapshot> s = dump::parse_region(b.data(), b.size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->ctxs.size(), 2u);
+  EXPECT_EQ(s->ctxs[1].tenant_id, 1003u);
+  EXPECT_EQ(s->ctxs[1].hold, 2 << 20);
+  EXPECT_EQ(s->ctxs[1].used, -1);
+  EXPECT_EQ(s->ctxs[1].free_resident, -1);
+  EXPECT_TRUE(s->labels.empty());
+}
+
+}  // namespace
+}  // namespace achunk::testing
