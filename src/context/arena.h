@@ -14,8 +14,10 @@ namespace achunk {
 
 class ObArenaAllocator {
  public:
-  ObArenaAllocator(BlockSource& source, int64_t page_size, bool thread_safe)
-      : source_(source), page_size_(page_size), thread_safe_(thread_safe) {}
+  // `role`: as for ObAllocator (HELD only for the root context's).
+  ObArenaAllocator(BlockSource& source, int64_t page_size, bool thread_safe,
+                   ForkRole role = ForkRole::NOT_HELD)
+      : source_(source), page_size_(page_size), thread_safe_(thread_safe), lock_(role) {}
   ~ObArenaAllocator() { reset(); }
   ObArenaAllocator(const ObArenaAllocator&) = delete;
   ObArenaAllocator& operator=(const ObArenaAllocator&) = delete;

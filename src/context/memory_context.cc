@@ -19,15 +19,18 @@ namespace achunk {
 
 struct ContextNode {
   // `pm` is the thread's page manager for a use_pm context, else nullptr (shared pages).
-  ContextNode(const ContextParam& p, std::source_location s, BlockSource* pm, ObjectSet& set)
+  // `role`: HELD only for the root's locks (see memory_context_visit_fork_locks).
+  ContextNode(const ContextParam& p, std::source_location s, BlockSource* pm, ObjectSet& set,
+              ForkRole role)
       : param(p),
         site(s),
         label_id(achunk::label_id_cached(p.label_)),
         use_pm(pm != nullptr),
+        tree_lock(role),
         shared(set),
         source(pm != nullptr ? *pm : static_cast<BlockSource&>(shared)),
-        freeable(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0, p.parallel_),
-        arena(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0) {}
+        freeable(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0, p.parallel_, role),
+        arena(source, p.page_size_, (p.properties_ & ALLOC_THREAD_SAFE) != 0, role) {}
 
   ContextParam param;
   std::source_location site;
@@ -67,7 +70,7 @@ namespace {
 
 std::atomic<uint64_t> g_next_seq{1};
 std::atomic<ContextEnvSource> g_env_source{nullptr};
-SpinLock g_slots_lock;
+ACHUNK_STATIC_SPIN_LOCK(g_slots_lock, ForkRole::HELD);
 ContextSlot* g_free_slots = nullptr;
 constexpr int SLOTS_PER_BATCH = 32;
 
@@ -214,7 +217,8 @@ void destroy_subtree(ContextSlot* slot) {
 }
 
 absl::StatusOr<MemoryContext> create(ContextSlot* parent, const ContextParam& param,
-                                     std::source_location site) {
+                                     std::source_location site,
+                                     ForkRole role = ForkRole::NOT_HELD) {
   if (absl::Status st = validate(param); !st.ok()) return st;
   const ContextEnvSource source = g_env_source.load(std::memory_order_acquire);
   const ContextEnv env = source != nullptr ? source() : ContextEnv{};
@@ -237,7 +241,7 @@ absl::StatusOr<MemoryContext> create(ContextSlot* parent, const ContextParam& pa
     format_alloc_failure(last_alloc_failure(), why, sizeof(why));
     return absl::ResourceExhaustedError(why);
   }
-  new (slot->storage) ContextNode(param, site, pm, ta->object_set());
+  new (slot->storage) ContextNode(param, site, pm, ta->object_set(), role);
   slot->seq.store(g_next_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
   if (parent != nullptr) link_child(parent, slot);
   return slot->handle();
@@ -248,7 +252,8 @@ ContextSlot* root_slot() {
     ContextParam p;
     p.set_mem_attr(OB_SERVER_TENANT_ID, "ROOT_CONTEXT")
         .set_properties(ADD_CHILD_THREAD_SAFE | ALLOC_THREAD_SAFE);
-    absl::StatusOr<MemoryContext> ctx = create(nullptr, p, std::source_location::current());
+    absl::StatusOr<MemoryContext> ctx =
+        create(nullptr, p, std::source_location::current(), ForkRole::HELD);
     ContextSlot* slot = ctx.ok() ? ContextSlot::of(*ctx) : nullptr;
     g_root.store(slot, std::memory_order_release);
     return slot;

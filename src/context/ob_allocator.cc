@@ -17,12 +17,13 @@ int64_t slot_of(int64_t size) {
 
 }  // namespace
 
-ObAllocator::ObAllocator(BlockSource& source, int64_t page_size, bool thread_safe)
+ObAllocator::ObAllocator(BlockSource& source, int64_t page_size, bool thread_safe, ForkRole role)
     : source_(source),
       page_size_(page_size),
       max_page_size_(page_size > MAX_GROWN_PAGE ? page_size : MAX_GROWN_PAGE),
       thread_safe_(thread_safe),
-      next_page_size_(page_size) {
+      next_page_size_(page_size),
+      lock_(role) {
   static_assert(sizeof(Page) <= PAGE_META);
 }
 

@@ -22,7 +22,10 @@ namespace achunk {
 
 class ObAllocator {
  public:
-  ObAllocator(BlockSource& source, int64_t page_size, bool thread_safe);
+  // `role`: HELD only for the root context's; any other allocator's lock is its owner's,
+  // as a mutex in a user object is, so fork() does not hold it.
+  ObAllocator(BlockSource& source, int64_t page_size, bool thread_safe,
+              ForkRole role = ForkRole::NOT_HELD);
   ~ObAllocator() { reset(); }
   ObAllocator(const ObAllocator&) = delete;
   ObAllocator& operator=(const ObAllocator&) = delete;

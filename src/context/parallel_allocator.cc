@@ -17,15 +17,15 @@ ACHUNK_TLS int tl_way_hint = -1;
 }  // namespace
 
 ObParallelAllocator::ObParallelAllocator(BlockSource& source, int64_t page_size, bool thread_safe,
-                                         int parallel)
-    : source_(source), first_(source, page_size, thread_safe) {
+                                         int parallel, ForkRole role)
+    : source_(source), first_(source, page_size, thread_safe, role) {
   const int want = !thread_safe || parallel <= 1 ? 1 : parallel > MAX_WAYS ? MAX_WAYS : parallel;
   if (want == 1) return;
   extra_block_ = source.alloc_block(static_cast<int64_t>(sizeof(ObAllocator)) * (want - 1));
   if (extra_block_ == nullptr) return;  // one way still works, with one lock
   auto* storage = static_cast<ObAllocator*>(block_data(extra_block_));
   for (int i = 0; i < want - 1; ++i)
-    extra_[i] = new (storage + i) ObAllocator(source, page_size, true);
+    extra_[i] = new (storage + i) ObAllocator(source, page_size, true, role);
   ways_ = want;
 }
 

@@ -21,7 +21,9 @@ class ObParallelAllocator {
 
   // `parallel` ways when thread_safe (at most MAX_WAYS), else one. The extra ways live in
   // a span of `source`; if that span cannot be had, the allocator runs with one way.
-  ObParallelAllocator(BlockSource& source, int64_t page_size, bool thread_safe, int parallel);
+  // `role`: of every way's lock, as for ObAllocator (HELD only for the root context's).
+  ObParallelAllocator(BlockSource& source, int64_t page_size, bool thread_safe, int parallel,
+                      ForkRole role = ForkRole::NOT_HELD);
   ~ObParallelAllocator();
   ObParallelAllocator(const ObParallelAllocator&) = delete;
   ObParallelAllocator& operator=(const ObParallelAllocator&) = delete;

@@ -24,7 +24,7 @@ achunk::MallocShim shim() {
 
 // malloc_stats and malloc_info print through one static buffer: writing to a FILE may
 // allocate, and 64 KiB is too much for a small thread's stack.
-achunk::SpinLock g_report_lock;
+ACHUNK_STATIC_SPIN_LOCK(g_report_lock, achunk::ForkRole::HELD);
 char g_report[1 << 16];
 
 void write_all(int fd, const char* p, int64_t n) {

@@ -69,6 +69,12 @@ int child_work() {
   g_child_step = 14;
   char err[64];
   if (!set_option("memory_chunk_cache_size", "8M", err, sizeof(err))) return 6;
+  // Eviction still runs: with a TTL of 0 a freed chunk leaves the cache at once.
+  g_child_step = 15;
+  const int64_t expired = global_chunk_mgr().get_expired_unmaps();
+  if (!set_option("chunk_cache_ttl_ms", "0", err, sizeof(err))) return 7;
+  ob_free(ob_malloc(3 << 20, ObMemAttr(OB_SERVER_TENANT_ID, "fork_child")));
+  if (global_chunk_mgr().get_expired_unmaps() == expired) return 8;
   return 0;
 }
 
@@ -102,8 +108,8 @@ TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
   for (const char* want :
        {"options", "c_api.report", "memory_context.slots", "usage_printer.scratch",
         "malloc_allocator.directory", "label.table", "object_set.registry", "object_set.heaps",
-        "object_mgr.shard", "chunk_mgr.cap", "chunk_mgr.free_list", "memory_context.root_tree",
-        "ob_allocator", "arena"}) {
+        "object_mgr.shard", "chunk_mgr.evicting", "chunk_mgr.cap", "chunk_mgr.free_list",
+        "memory_context.root_tree", "ob_allocator", "arena"}) {
     EXPECT_EQ(names.count(want), 1u) << want;
   }
   EXPECT_EQ(fork_locks_held(), 0);
@@ -169,6 +175,9 @@ TEST_F(ForkTest, ForkWhileEveryOperationRuns) {
       release_free_memory();
       global_malloc_allocator().wash_stale_spans(0);
     }
+  });
+  threads.emplace_back([&] {
+    while (!stop.load()) global_chunk_mgr().release_expired();  // the eviction scan
   });
   int failures = 0;
   for (int i = 0; i < 60; ++i) {

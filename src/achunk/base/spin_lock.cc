@@ -5,6 +5,7 @@
 namespace achunk::spin_lock_detail {
 
 std::atomic<const void*> fork_owner{nullptr};
+constinit std::atomic<int64_t> alive[2] = {};
 
 namespace {
 ACHUNK_TLS char thread_self;

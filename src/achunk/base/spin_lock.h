@@ -2,7 +2,9 @@
 // (a few list operations). It never allocates, so the allocator itself can use it. It can
 // also be held for fork(): then the forking thread enters it freely (see fork_lock()),
 // so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
-// Depends on nothing inside achunk.
+// Every lock says at construction whether fork() holds it (ForkRole), and the process
+// tallies live locks per role, so a test can prove the fork-lock registry (fork_locks.h)
+// complete; the tally costs nothing on lock() and unlock(). Depends on nothing inside achunk.
 #pragma once
 
 #include <sched.h>
@@ -20,7 +22,14 @@ inline void cpu_relax() {
 #endif
 }
 
+// Whether fork() holds a lock. A lock it does not hold says so where it is constructed,
+// with the reason, so the registry test (tests/global/fork_lock_registry_test.cc) counts it.
+enum class ForkRole : uint8_t { HELD, NOT_HELD };
+
 namespace spin_lock_detail {
+// Live locks built at run time, by ForkRole (namespace-scope locks are listed instead,
+// see ACHUNK_STATIC_SPIN_LOCK).
+extern std::atomic<int64_t> alive[2];
 // The thread running fork()'s handlers while it holds the fork locks, else nullptr.
 extern std::atomic<const void*> fork_owner;
 // This thread's identity for fork_owner (a TLS address: same in the child of a fork).
@@ -33,6 +42,31 @@ inline bool forking_thread() {
 
 class SpinLock {
  public:
+  struct StaticTag {};
+  static constexpr StaticTag STATIC{};
+
+  SpinLock() : SpinLock(ForkRole::HELD) {}
+  explicit SpinLock(ForkRole role) : role_(role) {
+    spin_lock_detail::alive[static_cast<int>(role)].fetch_add(1, std::memory_order_relaxed);
+  }
+  // Only through ACHUNK_STATIC_SPIN_LOCK: constant-initialised, so malloc may take it
+  // before any constructor ran, and listed in a section instead of tallied.
+  consteval SpinLock(StaticTag, ForkRole role) : role_(role), static_(true) {}
+  ~SpinLock() {
+    if (!static_) {
+      spin_lock_detail::alive[static_cast<int>(role_)].fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+  SpinLock(const SpinLock&) = delete;
+  SpinLock& operator=(const SpinLock&) = delete;
+
+  // Run-time locks alive now with this role (for the registry test).
+  static int64_t alive(ForkRole role) {
+    return spin_lock_detail::alive[static_cast<int>(role)].load(std::memory_order_relaxed);
+  }
+  ForkRole fork_role() const { return role_; }
+  bool is_static() const { return static_; }
+
   void lock() {
     // On a lock held for fork this changes nothing: locked_ is already set.
     if (__builtin_expect(!locked_.exchange(true, std::memory_order_acquire), 1)) return;
@@ -100,6 +134,21 @@ class SpinLock {
 
   std::atomic<bool> locked_{false};
   std::atomic<bool> fork_held_{false};  // set only by the fork owner, under locked_
+  const ForkRole role_;
+  const bool static_ = false;
 };
+
+// Namespace-scope locks, listed by address between these symbols (the linker makes them).
+extern "C" SpinLock* const __start_achunk_static_locks[];
+extern "C" SpinLock* const __stop_achunk_static_locks[];
+
+#define ACHUNK_STATIC_LOCK_CAT2(a, b) a##b
+#define ACHUNK_STATIC_LOCK_CAT(a, b) ACHUNK_STATIC_LOCK_CAT2(a, b)
+// Defines a namespace-scope SpinLock `name` with fork role `role` (a ForkRole), listed
+// in the achunk_static_locks section so the registry test finds it by address.
+#define ACHUNK_STATIC_SPIN_LOCK(name, role)                                       \
+  constinit ::achunk::SpinLock name{::achunk::SpinLock::STATIC, role};            \
+  __attribute__((section("achunk_static_locks"), used)) ::achunk::SpinLock* const \
+  ACHUNK_STATIC_LOCK_CAT(achunk_static_lock_entry_, __COUNTER__) = &name
 
 }  // namespace achunk

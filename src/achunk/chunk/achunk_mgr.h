@@ -179,7 +179,9 @@ class AChunkMgr {
   // Lower bound of every cached chunk's cache_ts_, so the free path can tell that nothing
   // has expired with one relaxed load. Lowered by pushes, raised by eviction scans.
   alignas(64) std::atomic<int64_t> earliest_cache_ts_{AChunkList::EMPTY_TS};
-  std::atomic<bool> evicting_{false};
+  // One evicting thread at a time; others only try it and skip. Held for fork, so a child
+  // never inherits it held (its eviction would be off for good) or a chunk mid-eviction.
+  SpinLock evicting_;
   int cursor_ = 0;  // next slot the eviction scan examines; owned by the evicting_ holder
   std::atomic<int64_t> expired_unmaps_{0};
   std::atomic<ChunkListener*> listener_{nullptr};

@@ -74,19 +74,19 @@ void AChunkMgr::maybe_evict_one(int64_t now_us) {
   // The common case: nothing can have expired yet; one load, no lock, no write.
   if (ttl < 0 || now_us - earliest_cache_ts_.load(std::memory_order_relaxed) < ttl) return;
   // Another thread is evicting: skip rather than wait; the next free will look again.
-  if (evicting_.exchange(true, std::memory_order_acquire)) return;
+  if (!evicting_.try_lock()) return;
   evict_one_expired(now_us, ttl);
-  evicting_.store(false, std::memory_order_release);
+  evicting_.unlock();
 }
 
 int64_t AChunkMgr::release_expired() {
   const int64_t ttl = ttl_us_.load(std::memory_order_relaxed);
   if (ttl < 0) return 0;
-  if (evicting_.exchange(true, std::memory_order_acquire)) return 0;
+  if (!evicting_.try_lock()) return 0;
   const int64_t now = clock_.now_us();
   int64_t released = 0;
   while (evict_one_expired(now, ttl)) ++released;
-  evicting_.store(false, std::memory_order_release);
+  evicting_.unlock();
   return released;
 }
 
@@ -119,6 +119,8 @@ bool AChunkMgr::evict_one_expired(int64_t now_us, int64_t ttl_us) {
 namespace achunk {
 
 void AChunkMgr::visit_fork_locks(ForkLockVisitor& v) {
+  // The evicting thread takes free-list locks under evicting_, never the other way round.
+  v.visit(evicting_, "chunk_mgr.evicting");
   v.visit(cap_lock_, "chunk_mgr.cap");
   for (Slot& slot : slots_) slot.free_list_.visit_fork_locks(v);
 }

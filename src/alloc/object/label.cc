@@ -18,13 +18,13 @@ namespace {
 constexpr int TABLE_SLOTS = 2 * LABEL_CAPACITY;  // open addressing at most half full
 
 struct LabelTable {
-  SpinLock lock;
   std::atomic<int> count{0};
   char (&names)[LABEL_CAPACITY][LABEL_MAX_LEN + 1] = label_detail::names;
   // Slot -> id + 1 (0 = empty); published with release after the name is written.
   std::atomic<uint16_t> slots[TABLE_SLOTS] = {};
 };
 
+ACHUNK_STATIC_SPIN_LOCK(g_labels_lock, ForkRole::HELD);
 LabelTable g_labels;
 
 uint32_t hash_label(const char* s, size_t len) {
@@ -57,7 +57,7 @@ uint16_t lookup(const char* s, size_t len) {
 }
 
 uint16_t intern(const char* s, size_t len) {
-  std::lock_guard<SpinLock> guard(g_labels.lock);
+  std::lock_guard<SpinLock> guard(g_labels_lock);
   const uint32_t h = hash_label(s, len);
   for (uint32_t probe = 0; probe < TABLE_SLOTS; ++probe) {
     std::atomic<uint16_t>& slot = g_labels.slots[(h + probe) % TABLE_SLOTS];
@@ -83,7 +83,7 @@ uint16_t intern(const char* s, size_t len) {
 }  // namespace
 
 void label_visit_fork_locks(ForkLockVisitor& v) {
-  v.visit(g_labels.lock, "label.table");
+  v.visit(g_labels_lock, "label.table");
 }
 
 uint16_t label_id(const char* label) {

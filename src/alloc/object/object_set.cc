@@ -29,7 +29,7 @@ std::atomic<uint32_t> generation[MAX_SETS];
 namespace {
 
 std::atomic<ObjectSet*> g_sets[ObjectSet::MAX_SETS];  // live sets by index
-SpinLock g_sets_lock;
+ACHUNK_STATIC_SPIN_LOCK(g_sets_lock, ForkRole::HELD);
 
 using object_set_tls::heap_generation;
 using object_set_tls::heaps;

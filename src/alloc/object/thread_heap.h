@@ -133,8 +133,9 @@ class ThreadHeap {
   // Held by the owner through alloc_slow, on_slab_empty and on_slab_unfull, the only
   // places that touch spare_ and the slab lists, and tried by another thread taking this heap's
   // spares. The fast paths never take it: they touch current slabs and slabs holding live objects,
-  // never a spare, and nobody else takes those.
-  SpinLock lock_;
+  // never a spare, and nobody else takes those. Not held for fork: others only try it, so a
+  // child that inherits it held merely skips that (dead) thread's heap.
+  SpinLock lock_{ForkRole::NOT_HELD};
   uint64_t activity_ = 0;                // slow-path calls so far (under lock_)
   uint64_t seen_activity_ = UINT64_MAX;  // activity_ at the last look by another thread
   ThreadHeap* prev_heap_ = nullptr;      // the set's heaps (ObjectSet::heaps_lock_)

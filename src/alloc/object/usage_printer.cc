@@ -81,7 +81,7 @@ void put_json(BufWriter& w, const Field<T> (&fields)[N], const T& v, bool first 
 
 // One scratch area for all printers (5 KiB is too much for a small thread's stack, and
 // thread_local storage of that size would burden every thread).
-SpinLock g_scratch_lock;
+ACHUNK_STATIC_SPIN_LOCK(g_scratch_lock, ForkRole::HELD);
 CtxUsage g_scratch;
 
 }  // namespace
