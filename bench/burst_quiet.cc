@@ -12,7 +12,10 @@
 // faults the working set in: on a VM the first touch of guest memory the host has not backed yet
 // costs several times a normal fault and varies from run to run, which would otherwise drown the
 // comparison. A child starts its quiet phase right after its last round, so the quiet phases
-// overlap and the whole job takes about one minute. Usage: achunk_burst_quiet [--quick]
+// overlap and the whole job takes about one minute. Each child publishes a stats region;
+// with --record DIR --dump-tool PATH the parent records every child through it with
+// achunk-dump and writes the timeline (burst_timeline.h).
+// Usage: achunk_burst_quiet [--quick] [--record DIR --dump-tool PATH]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@
 #include "achunk/platform/clock.h"
 #include "achunk/platform/linux_os.h"
 #include "alloc/object/malloc_allocator.h"
+#include "burst_timeline.h"
 
 namespace achunk {
 namespace {
@@ -189,8 +193,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The child: one burst round per 'B' from the parent (answering its ops/s), then after
-// the last round the quiet phase, then the Result.
+// The child: 'R' once its stats region exists, one burst round per 'B' from the parent
+// (answering its ops/s), then after the last round the quiet phase, then the Result.
 void child_main(const Mode& mode, const Timing& t, int cmd_fd, int out_fd) {
   LinuxOs os;
   MonotonicClock clock;
@@ -198,6 +202,11 @@ void child_main(const Mode& mode, const Timing& t, int cmd_fd, int out_fd) {
   mgr.set_max_chunk_cache_size(mode.cache_size, true);
   mgr.set_chunk_cache_ttl_ms(mode.evict ? t.ttl_ms : -1);
   static ObMallocAllocator objs(mgr);  // ~3 MB of directory: not on the stack
+  BurstStatsHost host(mgr, objs, mode.cache_size, mode.evict ? t.ttl_ms : -1);
+  StatsRegion region(os, mgr, host);
+  mgr.set_listener(&region);  // chunk calls refresh it
+  region.tick(clock.now_us(), false);
+  if (!write_full(out_fd, "R", 1)) _exit(1);
 
   static Result r;
   std::vector<double> chunk_rates;
@@ -206,6 +215,7 @@ void child_main(const Mode& mode, const Timing& t, int cmd_fd, int out_fd) {
   for (int round = 0; round <= t.rounds; ++round) {
     if (!read_full(cmd_fd, &cmd, 1) || cmd != 'B') _exit(1);
     const Rates rate = burst_round(mgr, objs, t.round_s);
+    region.tick(clock.now_us(), false);  // the round's end state, while the child waits
     if (round > 0) {
       chunk_rates.push_back(rate.chunks);
       obj_rates.push_back(rate.objects);
@@ -260,19 +270,35 @@ bool start_child(const Mode& mode, const Timing& t, Child* child) {
   close(cmd[0]);
   close(out[1]);
   *child = Child{pid, cmd[1], out[0]};
-  return true;
+  char ready = 0;
+  return read_full(out[0], &ready, 1) && ready == 'R';
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 int main_impl(int argc, char** argv) {
   Timing t;
+  const char* record_dir = nullptr;
+  const char* dump_tool = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       // Every duration, the TTL included, scaled down 10x: same shape, about 8 s.
       t = Timing{3, 0.3, 4.5, 0.01, 3000};
+    } else if (std::strcmp(argv[i], "--record") == 0 && i + 1 < argc) {
+      record_dir = argv[++i];
+    } else if (std::strcmp(argv[i], "--dump-tool") == 0 && i + 1 < argc) {
+      dump_tool = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--record DIR --dump-tool PATH]\n", argv[0]);
       return 2;
     }
+  }
+  if ((record_dir == nullptr) != (dump_tool == nullptr)) {
+    std::fprintf(stderr, "--record DIR and --dump-tool PATH go together\n");
+    return 2;
   }
   std::printf(
       "burst: 1 warm-up + %d timed rounds x %.1f s per setting (2 threads, 2-8 MiB chunks, every "
@@ -288,9 +314,22 @@ int main_impl(int argc, char** argv) {
       return 1;
     }
   }
+  // The watchers start together: their elapsed seconds share this origin.
+  TimelineSeries series[MODE_COUNT];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; record_dir != nullptr && i < MODE_COUNT; ++i) {
+    series[i] = TimelineSeries{MODES[i].id, MODES[i].name, -1, -1, -1, MODES[i].evict};
+    series[i].watcher = start_watcher(dump_tool, record_dir, MODES[i].id, children[i].pid);
+    if (series[i].watcher < 0) {
+      std::fprintf(stderr, "could not start %s for (%c)\n", dump_tool, MODES[i].id);
+      return 1;
+    }
+  }
   for (int round = 0; round <= t.rounds; ++round) {
     for (int i : ROUND_ORDER) {
       Rates rate;
+      const double now_s = seconds_between(t0, std::chrono::steady_clock::now());
+      if (round == 0) series[i].burst_start_s = now_s;
       if (!write_full(children[i].cmd_fd, "B", 1) ||
           !read_full(children[i].out_fd, &rate, sizeof(rate))) {
         std::fprintf(stderr, "child (%c) failed in round %d\n", MODES[i].id, round);
@@ -300,13 +339,19 @@ int main_impl(int argc, char** argv) {
                   round == 0 ? "warm-up" : "round", round, MODES[i].id, MODES[i].name, rate.chunks,
                   rate.objects);
       std::fflush(stdout);
+      // A child's quiet phase starts once it has answered its last round.
+      if (round == t.rounds) {
+        series[i].quiet_start_s = seconds_between(t0, std::chrono::steady_clock::now());
+      }
     }
   }
+
   static Result results[MODE_COUNT];
   for (int i = 0; i < MODE_COUNT; ++i) {
     int status = 0;
     const bool ok = read_full(children[i].out_fd, &results[i], sizeof(Result));
     waitpid(children[i].pid, &status, 0);
+    stop_watcher(series[i].watcher);
     if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       std::fprintf(stderr, "child (%c) failed in the quiet phase\n", MODES[i].id);
       return 1;
@@ -326,6 +371,7 @@ int main_impl(int argc, char** argv) {
                 static_cast<double>(r.rss_quiet_end) / MB, static_cast<long long>(r.maps),
                 static_cast<long long>(r.unmaps), static_cast<long long>(r.expired_unmaps));
   }
+  if (record_dir != nullptr && !write_timeline(record_dir, series, MODE_COUNT, t.ttl_ms)) return 1;
   const double speed = results[2].ops_per_s / results[0].ops_per_s;
   const double rss_gap =
       static_cast<double>(results[2].rss_quiet_end - results[1].rss_quiet_end) / MB;

@@ -212,11 +212,21 @@ std::string format_watch_row(const WatchRow& r) {
 
 std::string format_watch_json(const WatchRow& r) {
   return absl::StrFormat(
-      "{\"version\":\"%s\",\"time\":\"%s\",\"rss\":%d,\"hold\":%d,\"used\":%d,\"cache_hold\":%d,"
+      "{\"version\":\"%s\",\"time\":\"%s\",\"elapsed_s\":%.3f,\"rss\":%d,\"hold\":%d,\"used\":%d,"
+      "\"cache_hold\":%d,"
       "\"cache_resident\":%d,\"cap\":%d,\"limit\":%d,\"maps_per_s\":%.2f,\"unmaps_per_s\":%.2f,"
       "\"expired_unmaps_per_s\":%.2f,\"hit_pct\":%.2f,\"cache_2mb_count\":%d}\n",
-      FORMAT_VERSION, r.time, r.rss, r.hold, r.used, r.cache_hold, r.cache_resident, r.cap, r.limit,
-      r.maps_per_s, r.unmaps_per_s, r.expired_per_s, r.hit_pct, r.cache_2mb_count);
+      FORMAT_VERSION, r.time, r.elapsed_s, r.rss, r.hold, r.used, r.cache_hold, r.cache_resident,
+      r.cap, r.limit, r.maps_per_s, r.unmaps_per_s, r.expired_per_s, r.hit_pct, r.cache_2mb_count);
+}
+
+std::string watch_plot_data(const std::vector<WatchRow>& rows) {
+  std::string out = "# x hold used cache rss maps_per_s unmaps_per_s\n";
+  for (const WatchRow& r : rows) {
+    absl::StrAppendFormat(&out, "%.3f %.1f %.1f %.1f %.1f %.2f %.2f\n", r.elapsed_s, mib(r.hold),
+                          mib(r.used), mib(r.cache_hold), mib(r.rss), r.maps_per_s, r.unmaps_per_s);
+  }
+  return out;
 }
 
 }  // namespace achunk::dump

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tools/dump/region_reader.h"
 
@@ -18,7 +19,8 @@ std::string format_json(const Snapshot& s);
 
 // One --watch sample: levels from `cur`, rates over the `seconds` since `prev`.
 struct WatchRow {
-  std::string time;  // HH:MM:SS
+  std::string time;      // HH:MM:SS
+  double elapsed_s = 0;  // since the watch started (its first snapshot)
   int64_t rss = 0;
   int64_t hold = 0;
   int64_t used = 0;
@@ -38,6 +40,9 @@ WatchRow watch_row(const Snapshot& prev, const Snapshot& cur, double seconds,
 std::string watch_header();
 std::string format_watch_row(const WatchRow& r);
 std::string format_watch_json(const WatchRow& r);
+// The gnuplot data of --watch --plot, in log_plot_data's columns: elapsed seconds, hold,
+// used, cache, rss in MiB, maps/s, unmaps/s.
+std::string watch_plot_data(const std::vector<WatchRow>& rows);
 
 // "1,234,567" as the library's dump prints numbers.
 std::string grouped(int64_t v);

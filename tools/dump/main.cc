@@ -34,7 +34,8 @@ ABSL_FLAG(bool, list, false, "list this user's processes that have a stats regio
 ABSL_FLAG(bool, force, false, "read another user's process");
 ABSL_FLAG(std::string, log, "", "FILE or -: summarise the [chunk_mgr] lines of a log");
 ABSL_FLAG(std::string, plot, "",
-          "with --log: draw hold, used, cache, RSS and maps/unmaps to OUT.png");
+          "with --log or --watch (and a COUNT): draw hold, used, cache, RSS and maps/unmaps to "
+          "OUT.png");
 
 namespace achunk::dump {
 namespace {
@@ -94,35 +95,12 @@ int answer(const absl::StatusOr<ControlAnswer>& a, pid_t pid, const std::string&
   return 0;
 }
 
-int watch(Region& region, double interval, int64_t count, bool json) {
-  absl::StatusOr<Snapshot> prev = region.snapshot();
-  if (!prev.ok()) return fail(std::string(prev.status().message()));
-  absl::Time prev_t = absl::Now();
-  for (int64_t i = 0; count < 0 || i < count; ++i) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
-    absl::StatusOr<Snapshot> cur = region.snapshot();
-    if (!cur.ok()) return fail(std::string(cur.status().message()));
-    const absl::Time t = absl::Now();
-    const WatchRow row = watch_row(*prev, *cur, absl::ToDoubleSeconds(t - prev_t), now_hms());
-    if (json) {
-      std::fputs(format_watch_json(row).c_str(), stdout);
-    } else {
-      if (i % 20 == 0) std::fputs(watch_header().c_str(), stdout);
-      std::fputs(format_watch_row(row).c_str(), stdout);
-    }
-    std::fflush(stdout);
-    prev = std::move(cur);
-    prev_t = t;
-  }
-  return 0;
-}
-
-// gnuplot (Debian's gnuplot-nox) draws the timeline from a data file.
-int plot(const LogTimeline& t, const std::string& png) {
+// gnuplot (Debian's gnuplot-nox) draws a timeline from its data rows (log_plot_data's
+// columns); `timed`: the first column is seconds, else a sample index.
+int plot(const std::string& rows, bool timed, const std::string& png) {
   char data[] = "/tmp/achunk-dump-XXXXXX";
   const int fd = mkstemp(data);
   if (fd < 0) return fail("cannot create a temporary file for the plot data");
-  const std::string rows = log_plot_data(t);
   const bool written = write(fd, rows.data(), rows.size()) == static_cast<ssize_t>(rows.size());
   close(fd);
   std::FILE* gp = written ? popen("gnuplot 2>&1", "w") : nullptr;
@@ -130,7 +108,6 @@ int plot(const LogTimeline& t, const std::string& png) {
     unlink(data);
     return fail("cannot run gnuplot (install gnuplot-nox)");
   }
-  const bool timed = !t.samples.empty() && t.samples.front().seconds >= 0;
   std::fprintf(gp,
                "set terminal pngcairo size 1200,600\nset output '%s'\nset xlabel '%s'\n"
                "set ylabel 'MiB'\nset y2label 'per second'\nset y2tics\nset key outside\n"
@@ -146,6 +123,35 @@ int plot(const LogTimeline& t, const std::string& png) {
   return 0;
 }
 
+// Rows every `interval` seconds, `count` times (-1: until killed); with `png`, the rows
+// are kept and drawn at the end.
+int watch(Region& region, double interval, int64_t count, bool json, const std::string& png) {
+  absl::StatusOr<Snapshot> prev = region.snapshot();
+  if (!prev.ok()) return fail(std::string(prev.status().message()));
+  const absl::Time start = absl::Now();
+  absl::Time prev_t = start;
+  std::vector<WatchRow> rows;
+  for (int64_t i = 0; count < 0 || i < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    absl::StatusOr<Snapshot> cur = region.snapshot();
+    if (!cur.ok()) return fail(std::string(cur.status().message()));
+    const absl::Time t = absl::Now();
+    WatchRow row = watch_row(*prev, *cur, absl::ToDoubleSeconds(t - prev_t), now_hms());
+    row.elapsed_s = absl::ToDoubleSeconds(t - start);
+    if (json) {
+      std::fputs(format_watch_json(row).c_str(), stdout);
+    } else {
+      if (i % 20 == 0) std::fputs(watch_header().c_str(), stdout);
+      std::fputs(format_watch_row(row).c_str(), stdout);
+    }
+    std::fflush(stdout);
+    if (!png.empty()) rows.push_back(std::move(row));
+    prev = std::move(cur);
+    prev_t = t;
+  }
+  return png.empty() ? 0 : plot(watch_plot_data(rows), true, png);
+}
+
 int log_mode(const std::string& path, const std::string& png) {
   LogTimeline t;
   std::ifstream file;
@@ -157,13 +163,15 @@ int log_mode(const std::string& path, const std::string& png) {
   for (std::string line; std::getline(in, line);) parse_log_line(line, &t);
   std::fputs(format_log_summary(t).c_str(), stdout);
   if (t.samples.empty()) return fail("no [chunk_mgr] lines found");
-  return png.empty() ? 0 : plot(t, png);
+  const bool timed = t.samples.front().seconds >= 0;
+  return png.empty() ? 0 : plot(log_plot_data(t), timed, png);
 }
 
 int run(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "achunk-dump PID [--json] | --watch PID [INTERVAL [COUNT]] | --set NAME=VALUE PID | "
-      "--release [expired|all] PID | --list | --log FILE|- [--plot OUT.png]");
+      "--release [expired|all] PID | --list | --log FILE|- [--plot OUT.png] | "
+      "--watch PID INTERVAL COUNT --plot OUT.png");
   // "--release" without a value means "--release=expired".
   std::vector<char*> args(argv, argv + argc);
   std::string release_default = "--release=expired";
@@ -193,6 +201,10 @@ int run(int argc, char** argv) {
     return fail(absl::StrFormat("bad COUNT '%s'", pos[3]));
   }
   if (pos.size() > 4) return fail(absl::StrFormat("unexpected argument '%s'", pos[4]));
+  const std::string png = absl::GetFlag(FLAGS_plot);
+  if (!png.empty() && (!watching || count < 0)) {
+    return fail("--plot wants --log FILE, or --watch PID INTERVAL COUNT");
+  }
 
   absl::Duration timeout;
   if (!absl::ParseDuration(absl::GetFlag(FLAGS_timeout), &timeout) ||
@@ -220,7 +232,7 @@ int run(int argc, char** argv) {
         release == "all" ? stats::ControlOp::RELEASE_ALL : stats::ControlOp::RELEASE_EXPIRED;
     return answer((*region)->request(op, "", "", timeout), pid, "release " + release, true);
   }
-  if (watching) return watch(**region, interval, count, absl::GetFlag(FLAGS_json));
+  if (watching) return watch(**region, interval, count, absl::GetFlag(FLAGS_json), png);
   absl::StatusOr<Snapshot> s = (*region)->snapshot();
   if (!s.ok()) return fail(std::string(s.status().message()));
   std::fputs((absl::GetFlag(FLAGS_json) ? format_json(*s) : format_text(*s)).c_str(), stdout);

@@ -1,7 +1,8 @@
 // achunk-dump against real processes under LD_PRELOAD=libachunk_malloc.so (Release only):
 // the region appears, a cache size change is applied by the child and unmaps the
 // surplus, a release moves the counters, the housekeeping thread runs (also in a forked
-// child), and the tool's command line fails cleanly on each bad input.
+// child), --watch --plot draws a live process's timeline, and the tool's command line
+// fails cleanly on each bad input.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,6 +199,28 @@ TEST(DumpLiveTest, RegionOffMeansNoRegion) {
   EXPECT_EQ(tool(std::to_string(c.pid), &out), 1);
   EXPECT_NE(out.find("has no achunk stats region"), std::string::npos) << out;
   stop(c);
+}
+
+TEST(DumpLiveTest, WatchDrawsALiveProcessTimeline) {
+  const Child c = start("", "");
+  ASSERT_GT(c.pid, 0);
+  ASSERT_TRUE(open_when_there(c.pid).ok());
+  const std::string png = ::testing::TempDir() + "/achunk_watch_plot.png";
+  std::remove(png.c_str());
+  std::string out;
+  EXPECT_EQ(tool("--watch " + std::to_string(c.pid) + " 0.1 3 --plot " + png, &out), 0) << out;
+  EXPECT_NE(out.find("maps/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("wrote " + png), std::string::npos) << out;
+  std::ifstream f(png, std::ios::binary);
+  char magic[4] = {};
+  f.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  // Without a COUNT the watch never ends, so there would be nothing to draw.
+  EXPECT_EQ(tool("--watch " + std::to_string(c.pid) + " --plot " + png, &out), 1);
+  EXPECT_EQ(out, "achunk-dump: --plot wants --log FILE, or --watch PID INTERVAL COUNT\n");
+  EXPECT_EQ(tool("--plot " + png + " " + std::to_string(c.pid), &out), 1);
+  stop(c);
+  std::remove(png.c_str());
 }
 
 TEST(DumpLiveTest, BadCommandLines) {

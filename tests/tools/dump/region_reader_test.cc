@@ -226,6 +226,20 @@ TEST(WatchTest, RatesComeFromTwoSamples) {
   EXPECT_EQ(dump::format_watch_json(r).rfind("{\"version\":\"1\",\"time\":\"12:00:00\"", 0), 0u);
 }
 
+TEST(WatchTest, PlotDataHasOneRowPerSampleAtItsElapsedSeconds) {
+  const dump::Snapshot a = fake_sample(100, 50, 5, 30, 10);
+  const dump::Snapshot b = fake_sample(120, 90, 25, 60, 20);
+  dump::WatchRow r1 = dump::watch_row(a, b, 2.0, "12:00:00");
+  r1.elapsed_s = 0.5;
+  dump::WatchRow r2 = dump::watch_row(b, b, 0.5, "12:00:01");
+  r2.elapsed_s = 1.0;
+  EXPECT_NE(dump::format_watch_json(r1).find("\"elapsed_s\":0.500,"), std::string::npos);
+  EXPECT_EQ(dump::watch_plot_data({r1, r2}),
+            "# x hold used cache rss maps_per_s unmaps_per_s\n"
+            "0.500 10.0 -0.0 -0.0 -0.0 10.00 20.00\n"
+            "1.000 10.0 -0.0 -0.0 -0.0 0.00 0.00\n");
+}
+
 TEST(WatchTest, GroupedNumbers) {
   EXPECT_EQ(dump::grouped(0), "0");
   EXPECT_EQ(dump::grouped(999), "999");
