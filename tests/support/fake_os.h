@@ -65,6 +65,46 @@ class FakeOs final : public Os {
     return 0;
   }
 
+  // Moves to a new block of the new size (contents kept up to the smaller size), as
+  // mremap may; counted as a resize, and failed on demand like a map.
+  void* resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
+                       int* err) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++resize_calls_;
+    if (fail_resizes_ > 0) {
+      --fail_resizes_;
+      *err = ENOMEM;
+      return nullptr;
+    }
+    auto it = live_.find(addr);
+    if (it == live_.end() || it->second != old_size) {
+      ++bad_unmaps_;
+      *err = EINVAL;
+      return nullptr;
+    }
+    const int64_t rounded = (new_size + align - 1) / align * align;
+    void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(rounded));
+    if (p == nullptr) {
+      *err = ENOMEM;
+      return nullptr;
+    }
+    const int64_t kept = old_size < new_size ? old_size : new_size;
+    std::memcpy(p, addr, static_cast<size_t>(kept));
+    if (zero_fill_ && new_size > kept) {
+      std::memset(static_cast<char*>(p) + kept, 0, static_cast<size_t>(new_size - kept));
+    }
+    live_.erase(it);
+    std::free(addr);
+    live_[p] = new_size;
+    mapped_bytes_ += new_size - old_size;
+    return p;
+  }
+  void fail_next_resizes(int n) {
+    std::lock_guard<std::mutex> g(mu_);
+    fail_resizes_ = n;
+  }
+  int64_t resize_calls() const { return locked(resize_calls_); }
+
   // Whatever the test set, capped at the range (default: all of it).
   int64_t resident_bytes(void*, int64_t size) override {
     std::lock_guard<std::mutex> g(mu_);
@@ -173,6 +213,8 @@ class FakeOs final : public Os {
   int64_t shared_maps_ = 0;
   std::function<void()> unmap_hook_;
   int fail_maps_ = 0;
+  int fail_resizes_ = 0;
+  int64_t resize_calls_ = 0;
   int fail_releases_ = 0;
   int64_t fail_map_at_ = 0;
   int64_t fail_release_at_ = 0;

@@ -86,11 +86,62 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
     }
     if (cached != nullptr) {
       if (AChunk* chunk = reuse_cached(cached, from, size, hold)) return chunk;
-    } else {
-      bump(slots_[idx].misses_);
+      return map_new_chunk(size, aligned, hold, idx);
     }
   }
+  // No chunk of about this size: a cached large chunk of another size is resized to it,
+  // its pages kept, rather than a new mapping faulted in beside it (a shrink gives the
+  // tail back at once).
+  if (aligned > ACHUNK_ALIGN) {
+    int from = 0;
+    if (AChunk* cached = pop_nearest_large(idx, &from)) {
+      if (AChunk* resized = resize_cached(cached, from, aligned)) {
+        if (AChunk* chunk = reuse_cached(resized, from, size, hold)) return chunk;
+      }
+      return map_new_chunk(size, aligned, hold, idx);
+    }
+  }
+  if (idx != HUGE_SLOT) bump(slots_[idx].misses_);
   return map_new_chunk(size, aligned, hold, idx);
+}
+
+AChunk* AChunkMgr::pop_nearest_large(int idx, int* from) {
+  // The smallest bigger chunk (the shrink unmaps the least), else the biggest smaller one.
+  for (int i = idx + 1; i < HUGE_SLOT; ++i) {
+    if (AChunk* chunk = pop_chunk_with_size(i)) {
+      *from = i;
+      return chunk;
+    }
+  }
+  for (int i = std::min(idx, HUGE_SLOT) - 1; i >= NORMAL_ACHUNK_NWAY; --i) {
+    if (AChunk* chunk = pop_chunk_with_size(i)) {
+      *from = i;
+      return chunk;
+    }
+  }
+  return nullptr;
+}
+
+AChunk* AChunkMgr::resize_cached(AChunk* chunk, int from, int64_t aligned) {
+  const int64_t old = chunk->aligned();
+  const int64_t old_hold = chunk->hold();
+  int err = 0;
+  void* p = os_.resize_aligned(chunk, old, aligned, ACHUNK_ALIGN, &err);
+  if (p == nullptr) {
+    bump(slots_[from].failed_reuses_);
+    unmap_chunk(chunk, from);
+    return nullptr;
+  }
+  total_hold_.fetch_add(aligned - old, std::memory_order_relaxed);
+  bump(resizes_);
+  AChunk* resized = static_cast<AChunk*>(p);
+  resized->mapped_ = aligned;
+  if (old_hold > aligned) {
+    // The shrink unmapped pages the chunk still charged: it now charges its whole mapping.
+    dec_hold(old_hold - aligned);
+    resized->alloc_bytes_ = aligned - ACHUNK_HEADER_SIZE;
+  }
+  return resized;
 }
 
 AChunk* AChunkMgr::pop_chunk_with_size(int idx) {

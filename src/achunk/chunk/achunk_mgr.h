@@ -140,6 +140,12 @@ class AChunkMgr {
   void dec_hold(int64_t bytes) { hold_.fetch_sub(bytes, std::memory_order_relaxed); }
   AChunk* pop_chunk_with_size(int idx);
   AChunk* reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold);
+  // Pops a cached large chunk for a request of slot idx (large or huge) that its own
+  // sizes missed: the smallest bigger one, else the biggest smaller one. O(slots).
+  AChunk* pop_nearest_large(int idx, int* from);
+  // Resizes a cached chunk's mapping (Os::resize_aligned) to `aligned`; on failure it is
+  // unmapped and nullptr returned.
+  AChunk* resize_cached(AChunk* chunk, int from, int64_t aligned);
   AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx, int64_t lead = 0);
   AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
   bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
@@ -159,6 +165,7 @@ class AChunkMgr {
 
   Os& os_;
   const Clock& clock_;
+  std::atomic<int64_t> resizes_{0};  // cached chunks resized to serve another size
   Slot slots_[SLOT_COUNT];
 
   alignas(64) std::atomic<int64_t> limit_{INT64_MAX};

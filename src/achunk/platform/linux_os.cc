@@ -86,6 +86,46 @@ int LinuxOs::unmap(void* addr, int64_t size) {
   return ::munmap(addr, static_cast<size_t>(size)) == 0 ? 0 : errno;
 }
 
+void* LinuxOs::resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
+                              int* err) {
+  char* const base = static_cast<char*>(addr);
+  if (new_size <= old_size) {
+    if (new_size < old_size &&
+        ::munmap(base + new_size, static_cast<size_t>(old_size - new_size)) != 0) {
+      *err = errno;
+      return nullptr;
+    }
+    return addr;
+  }
+  // In place when the address space right after it is free.
+  void* p = ::mremap(addr, static_cast<size_t>(old_size), static_cast<size_t>(new_size), 0);
+  if (p != MAP_FAILED) return p;
+  // Elsewhere: reserve an aligned window and move the pages into it (page tables only,
+  // no copy), then trim the window's ends.
+  const int64_t window = new_size + align;
+  char* w = static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), PROT_NONE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  if (w == MAP_FAILED) {
+    *err = errno;
+    return nullptr;
+  }
+  const uintptr_t start = reinterpret_cast<uintptr_t>(w);
+  char* const to = reinterpret_cast<char*>((start + static_cast<uintptr_t>(align) - 1) &
+                                           ~(static_cast<uintptr_t>(align) - 1));
+  p = ::mremap(addr, static_cast<size_t>(old_size), static_cast<size_t>(new_size),
+               MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  if (p == MAP_FAILED) {
+    *err = errno;
+    ::munmap(w, static_cast<size_t>(window));
+    return nullptr;
+  }
+  const int64_t head = to - w;
+  const int64_t tail = window - head - new_size;
+  if (head > 0) ::munmap(w, static_cast<size_t>(head));
+  if (tail > 0) ::munmap(to + new_size, static_cast<size_t>(tail));
+  return p;
+}
+
 int LinuxOs::release_pages(void* addr, int64_t size) {
   return madvise_retry(addr, size, MADV_DONTNEED);
 }

@@ -12,6 +12,8 @@ class LinuxOs final : public Os {
  public:
   [[nodiscard]] void* map_aligned(int64_t size, int64_t align, int* err) override;
   int unmap(void* addr, int64_t size) override;
+  void* resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
+                       int* err) override;
   int release_pages(void* addr, int64_t size) override;
   int64_t resident_bytes(void* addr, int64_t size) override;
   OsMemoryInfo memory_info() override;

@@ -26,6 +26,13 @@ class Os {
   // Returns 0 or the errno of the failed call.
   virtual int unmap(void* addr, int64_t size) = 0;
 
+  // Resizes the mapping [addr, addr+old_size), made by map_aligned with `align`, to
+  // new_size bytes, keeping its pages and contents (a shrink gives the tail back); it may
+  // move, to an address aligned to `align`. Returns the mapping's address, or nullptr
+  // with *err set and the old mapping as it was.
+  [[nodiscard]] virtual void* resize_aligned(void* addr, int64_t old_size, int64_t new_size,
+                                             int64_t align, int* err) = 0;
+
   // Gives the physical pages of [addr, addr+size) back; the range stays mapped and reads
   // as zero afterwards. Returns 0 or the errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
