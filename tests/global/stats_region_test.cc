@@ -97,7 +97,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
       "0,\"huge_maps\":0,\"huge_unmaps\":0,\"expired_unmaps\":0,\"resident_size\":128974848,"
       "\"virtual_memory_used\":478150656,\"large_freelists_hold\":0,\"cache_hits\":0,\"cache_"
       "misses\":1,\"max_chunk_cache_size\":9223372036854775807,\"chunk_cache_ttl_ms\":30000,"
-      "\"cache_resident\":0,\"max_map_count\":65530,\"transparent_"
+      "\"cache_resident\":0,\"cache_resizes\":0,\"max_map_count\":65530,\"transparent_"
       "hugepages\":\"m\"},\"caches\":[{\"size_mb\":2,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":"
       "0,\"maps\":1,\"unmaps\":0},{\"size_mb\":4,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
       "\"maps\":0,\"unmaps\":0},{\"size_mb\":6,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"

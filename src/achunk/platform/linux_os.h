@@ -1,5 +1,5 @@
 // Platform layer: the real Linux implementation of Os. linux_os.cc is the only file in
-// the project that calls mmap, munmap or madvise, or reads /proc and /sys
+// the project that calls mmap, munmap, mremap or madvise, or reads /proc and /sys
 // (and memfd_create for the stats region).
 // Depends on os.h only.
 #pragma once

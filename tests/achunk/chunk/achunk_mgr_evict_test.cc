@@ -18,7 +18,9 @@ constexpr int64_t TTL_MS = AChunkMgr::CACHE_EXPIRE_US / 1000;
 class AChunkMgrEvictTest : public ChunkMgrTest {
  protected:
   // Frees a chunk that is never cached (huge), purely to give free_chunk a chance to evict.
-  void poke_free() { mgr_.free_chunk(alloc_mb(22)); }
+  // A placed chunk: never taken from the cache nor cached, so only its free's eviction
+  // touches the cache.
+  void poke_free() { mgr_.free_chunk(mgr_.alloc_chunk(ACHUNK_SIZE, 4 * MB)); }
   void cache_normal_chunks(int n) {
     std::vector<AChunk*> chunks;
     for (int i = 0; i < n; ++i) chunks.push_back(alloc_normal());

@@ -118,20 +118,69 @@ TEST_F(AChunkMgrTest, RuntimeShrinkReleasesSurplusAtOnce) {
   EXPECT_EQ(total_cached(), 2);  // growing the cap releases nothing
 }
 
-TEST_F(AChunkMgrTest, LargeSlotsServeTheirExactSizeOnly) {
+TEST_F(AChunkMgrTest, LargeSlotsServeTheirExactSizeFirst) {
   AChunk* four = alloc_mb(4);
-  mgr_.free_chunk(four);
   AChunk* six = alloc_mb(6);
-  EXPECT_NE(six, four);
-  EXPECT_EQ(os_.map_calls(), 2);
-  AChunk* four_again = alloc_mb(4);
-  EXPECT_EQ(four_again, four);
+  mgr_.free_chunk(four);
   mgr_.free_chunk(six);
-  mgr_.free_chunk(four_again);
+  EXPECT_EQ(alloc_mb(6), six);
+  EXPECT_EQ(alloc_mb(4), four);
+  EXPECT_EQ(os_.map_calls(), 2);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  mgr_.free_chunk(six);
+  mgr_.free_chunk(four);
   const ChunkMgrStats s = mgr_.get_stats(false);
   EXPECT_EQ(s.large_maps, 2);
   EXPECT_EQ(s.slots[1].count, 1);  // 4 MB line
   EXPECT_EQ(s.slots[2].count, 1);  // 6 MB line
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) {
+  AChunk* four = alloc_mb(4);
+  static_cast<char*>(four->data())[100] = 7;
+  mgr_.free_chunk(four);
+  // Grown: the pages it had come along (the contents too), no new mapping.
+  AChunk* twelve = alloc_mb(12);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(twelve->aligned(), 12 * MB);
+  EXPECT_EQ(static_cast<char*>(twelve->data())[100], 7);
+  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(12)));
+  EXPECT_EQ(mgr_.get_total_hold(), 12 * MB);
+  mgr_.free_chunk(twelve);
+  // Shrunk: the smallest bigger chunk, its tail unmapped.
+  AChunk* six = alloc_mb(6);
+  EXPECT_EQ(os_.resize_calls(), 2);
+  EXPECT_EQ(six->aligned(), 6 * MB);
+  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(6)));
+  EXPECT_EQ(mgr_.get_total_hold(), 6 * MB);
+  // A huge request (never cached itself) grows the biggest cached large chunk.
+  mgr_.free_chunk(six);
+  AChunk* huge = alloc_mb(24);
+  EXPECT_EQ(os_.resize_calls(), 3);
+  EXPECT_EQ(os_.map_calls(), 1);
+  mgr_.free_chunk(huge);  // huge: unmapped
+  // Nothing cached any more: a plain map, counted as a miss.
+  AChunk* eight = alloc_mb(8);
+  EXPECT_EQ(os_.map_calls(), 2);
+  mgr_.free_chunk(eight);
+  const ChunkMgrStats s = mgr_.get_stats(false);
+  EXPECT_EQ(s.cache_resizes, 3);
+  EXPECT_EQ(s.cache_hits, 3);
+  EXPECT_EQ(s.cache_misses, 2);  // the first 4 MiB and the last 8 MiB
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AFailedResizeUnmapsTheCachedChunkAndMapsAFreshOne) {
+  mgr_.free_chunk(alloc_mb(4));
+  os_.fail_next_resizes(1);
+  AChunk* twelve = alloc_mb(12);
+  ASSERT_NE(twelve, nullptr);
+  EXPECT_EQ(os_.map_calls(), 2);
+  EXPECT_EQ(mgr_.get_total_hold(), 12 * MB);
+  EXPECT_EQ(mgr_.get_freelist_hold(), 0);
+  mgr_.free_chunk(twelve);
   expect_consistent();
 }
 
@@ -152,12 +201,14 @@ TEST_F(AChunkMgrTest, LargeRequestTakesTheNextSizeWithinAQuarter) {
   ASSERT_EQ(ten_again, ten);
   EXPECT_EQ(mgr_.get_hold(), 10 * MB);
   mgr_.free_chunk(ten_again);
-  AChunk* six = alloc_mb(6);  // 8 MiB would be a third more: no
-  EXPECT_NE(six, ten);
+  // 8 MiB would be a third more than 6: not taken as it is, but resized (tail unmapped).
+  AChunk* six = alloc_mb(6);
+  EXPECT_EQ(six->aligned(), 6 * MB);
+  EXPECT_EQ(os_.resize_calls(), 1);
   mgr_.free_chunk(six);
   const ChunkMgrStats s = mgr_.get_stats(false);
-  EXPECT_EQ(s.cache_hits, 2);
-  EXPECT_EQ(s.large_maps, 2);
+  EXPECT_EQ(s.cache_hits, 3);
+  EXPECT_EQ(s.large_maps, 1);
   expect_consistent();
 }
 

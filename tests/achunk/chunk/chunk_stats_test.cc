@@ -53,7 +53,9 @@ TEST_F(ChunkStatsTest, CacheResidentSumsWhatTheCachedChunksKeepInRam) {
   EXPECT_EQ(mgr_.get_stats(false).cache_resident, 0);  // no OS figures: no probe
   char buf[8192];
   mgr_.print(buf, sizeof(buf));
-  EXPECT_NE(std::string(buf).find(" cache_resident=        614,400 [OS_PARAMS]"), std::string::npos)
+  EXPECT_NE(std::string(buf).find(
+                " cache_resident=        614,400 cache_resizes=              0 [OS_PARAMS]"),
+            std::string::npos)
       << buf;
   os_.set_resident_per_range(-1);
   mgr_.free_chunk(live);
