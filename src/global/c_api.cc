@@ -117,7 +117,7 @@ struct achunk_mallinfo achunk_mallinfo2(void) {
   const achunk::ChunkMgrStats st = achunk::global_chunk_mgr().get_stats(false);
   struct achunk_mallinfo mi = {};
   mi.arena = static_cast<size_t>(st.hold);
-  mi.hblks = static_cast<size_t>(st.huge_maps - st.huge_unmaps);
+  mi.hblks = static_cast<size_t>(achunk::global_chunk_mgr().live_huge_chunks());
   mi.uordblks = static_cast<size_t>(st.used);
   mi.fordblks = static_cast<size_t>(st.freelists_hold);
   mi.keepcost = static_cast<size_t>(st.freelists_hold);

@@ -134,6 +134,8 @@ AChunk* AChunkMgr::resize_cached(AChunk* chunk, int from, int64_t aligned) {
   }
   total_hold_.fetch_add(aligned - old, std::memory_order_relaxed);
   bump(resizes_);
+  live_huge_.fetch_add(int{aligned > MAX_LARGE_ACHUNK_SIZE} - int{old > MAX_LARGE_ACHUNK_SIZE},
+                       std::memory_order_relaxed);
   AChunk* resized = static_cast<AChunk*>(p);
   resized->mapped_ = aligned;
   if (old_hold > aligned) {
@@ -212,6 +214,7 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
     return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, ENOMEM);
   }
   bump(slots_[idx].maps_);
+  if (aligned > MAX_LARGE_ACHUNK_SIZE) bump(live_huge_);
   total_hold_.fetch_add(map_bytes, std::memory_order_relaxed);
   AChunk* chunk = new (static_cast<char*>(p) + lead) AChunk();
   chunk->lead_ = lead;
@@ -254,9 +257,29 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   const int64_t hold = chunk->hold();
   const int idx = chunk->lead_ > 0 ? HUGE_SLOT : slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();
-  if (!try_cache(chunk, idx, hold, now)) unmap_chunk(chunk, idx);
+  if (idx == HUGE_SLOT && chunk->lead_ == 0) {
+    cache_huge(chunk, now);
+  } else if (!try_cache(chunk, idx, hold, now)) {
+    unmap_chunk(chunk, idx);
+  }
   maybe_evict_one(now);
   notify(now);
+}
+
+void AChunkMgr::cache_huge(AChunk* chunk, int64_t now_us) {
+  // The largest slot keeps the first MAX_LARGE_ACHUNK_SIZE bytes and their pages, so the
+  // next big request grows them (resize_cached) rather than faulting in a whole new
+  // mapping; the rest is unmapped now.
+  constexpr int TOP = HUGE_SLOT - 1;
+  // A cap whose large share cannot take it anyway skips the shrink.
+  if (use_large_chunk_cache_.load(std::memory_order_relaxed) &&
+      max_chunk_cache_size_.load(std::memory_order_relaxed) / 2 >= MAX_LARGE_ACHUNK_SIZE) {
+    AChunk* kept = resize_cached(chunk, HUGE_SLOT, MAX_LARGE_ACHUNK_SIZE);
+    if (kept == nullptr) return;  // resize_cached unmapped it
+    if (try_cache(kept, TOP, kept->hold(), now_us)) return;
+    chunk = kept;
+  }
+  unmap_chunk(chunk, HUGE_SLOT);
 }
 
 bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) {
@@ -311,6 +334,7 @@ void AChunkMgr::unmap_chunk(AChunk* chunk, int idx) {
   // the range mapped, but it is unreachable either way, so accounting treats it as gone.
   [[maybe_unused]] const int rc = os_.unmap(reinterpret_cast<char*>(chunk) - lead, map_bytes);
   bump(slots_[idx].unmaps_);
+  if (map_bytes - lead > MAX_LARGE_ACHUNK_SIZE) live_huge_.fetch_sub(1, std::memory_order_relaxed);
   total_hold_.fetch_sub(map_bytes, std::memory_order_relaxed);
   dec_hold(hold);
 }

@@ -1,5 +1,6 @@
 // Chunk layer: AChunkMgr maps 2 MiB-aligned chunks, caches freed ones in slots (8 ways
-// of 2 MiB, one slot per large size 4..20 MiB, a huge slot that never caches), keeps the
+// of 2 MiB, one slot per large size 4..20 MiB, a huge slot that never caches: a freed
+// huge chunk is shrunk into the 20 MiB slot), keeps the
 // server's soft limit, evicts chunks that idled in the cache on later frees, and
 // reports its counters. Depends on the platform (os.h, clock.h) and the chunk files.
 #pragma once
@@ -34,7 +35,7 @@ class AChunkMgr {
   static constexpr int NORMAL_ACHUNK_NWAY = 8;
   static constexpr int LARGE_ACHUNK_NSLOT = 9;  // 4, 6, ... 20 MiB
   static constexpr int CACHEABLE_SLOTS = NORMAL_ACHUNK_NWAY + LARGE_ACHUNK_NSLOT;
-  static constexpr int HUGE_SLOT = CACHEABLE_SLOTS;  // > 20 MiB, never cached
+  static constexpr int HUGE_SLOT = CACHEABLE_SLOTS;  // > 20 MiB, never cached at that size
   static constexpr int SLOT_COUNT = HUGE_SLOT + 1;
   static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
   static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
@@ -95,6 +96,9 @@ class AChunkMgr {
     return max_chunk_cache_size_.load(std::memory_order_relaxed);
   }
   int64_t get_expired_unmaps() const { return expired_unmaps_.load(std::memory_order_relaxed); }
+  // Chunks above MAX_LARGE_ACHUNK_SIZE that exist now (handed out; never cached at that
+  // size): mapped so, or grown so from the cache, and not yet unmapped or shrunk.
+  int64_t live_huge_chunks() const { return live_huge_.load(std::memory_order_relaxed); }
   int64_t get_chunk_cache_ttl_ms() const;
   // The injected clock's time and the span idle time in microseconds (negative: never),
   // for the block layer, which ages its free spans as this layer ages cached chunks.
@@ -149,6 +153,9 @@ class AChunkMgr {
   AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx, int64_t lead = 0);
   AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
   bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
+  // A freed huge chunk: shrunk to the largest cached size and cached there when the cache
+  // takes it, else unmapped.
+  void cache_huge(AChunk* chunk, int64_t now_us);
   // Takes a chunk just popped from slot idx off the cache accounting.
   void uncache(AChunk* chunk, int idx);
   // munmap + every counter that follows from it.
@@ -166,6 +173,7 @@ class AChunkMgr {
   Os& os_;
   const Clock& clock_;
   std::atomic<int64_t> resizes_{0};  // cached chunks resized to serve another size
+  std::atomic<int64_t> live_huge_{0};
   Slot slots_[SLOT_COUNT];
 
   alignas(64) std::atomic<int64_t> limit_{INT64_MAX};

@@ -155,20 +155,29 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   EXPECT_EQ(six->aligned(), 6 * MB);
   EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(6)));
   EXPECT_EQ(mgr_.get_total_hold(), 6 * MB);
-  // A huge request (never cached itself) grows the biggest cached large chunk.
+  // A huge request grows the biggest cached large chunk.
   mgr_.free_chunk(six);
   AChunk* huge = alloc_mb(24);
   EXPECT_EQ(os_.resize_calls(), 3);
   EXPECT_EQ(os_.map_calls(), 1);
-  mgr_.free_chunk(huge);  // huge: unmapped
-  // Nothing cached any more: a plain map, counted as a miss.
+  // Freed, it is shrunk to the largest cached size, so its first 20 MiB stay cached.
+  mgr_.free_chunk(huge);
+  EXPECT_EQ(os_.resize_calls(), 4);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT - 1), 1);
+  // And an 8 MiB request shrinks it in turn: still no new mapping.
   AChunk* eight = alloc_mb(8);
-  EXPECT_EQ(os_.map_calls(), 2);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.resize_calls(), 5);
   mgr_.free_chunk(eight);
+  mgr_.set_max_chunk_cache_size(0, false);  // the large slots flushed
+  // Nothing cached any more: a plain map, counted as a miss.
+  AChunk* ten = alloc_mb(10);
+  EXPECT_EQ(os_.map_calls(), 2);
+  mgr_.free_chunk(ten);
   const ChunkMgrStats s = mgr_.get_stats(false);
-  EXPECT_EQ(s.cache_resizes, 3);
-  EXPECT_EQ(s.cache_hits, 3);
-  EXPECT_EQ(s.cache_misses, 2);  // the first 4 MiB and the last 8 MiB
+  EXPECT_EQ(s.cache_resizes, 5);
+  EXPECT_EQ(s.cache_hits, 4);
+  EXPECT_EQ(s.cache_misses, 2);  // the first 4 MiB and the last 10 MiB
   expect_consistent();
 }
 
@@ -212,15 +221,56 @@ TEST_F(AChunkMgrTest, LargeRequestTakesTheNextSizeWithinAQuarter) {
   expect_consistent();
 }
 
-TEST_F(AChunkMgrTest, HugeChunksAreNeverCached) {
+TEST_F(AChunkMgrTest, AFreedHugeChunkKeepsItsFirst20MiBCached) {
+  AChunk* h = alloc_mb(30);
+  ASSERT_NE(h, nullptr);
+  static_cast<char*>(h->data())[100] = 7;
+  EXPECT_EQ(mgr_.live_huge_chunks(), 1);
+  mgr_.free_chunk(h);
+  // Shrunk in place: the tail unmapped, the rest cached with its pages.
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT - 1), 1);
+  EXPECT_EQ(mgr_.get_total_hold(), AChunkMgr::MAX_LARGE_ACHUNK_SIZE);
+  EXPECT_EQ(mgr_.get_hold(), AChunkMgr::MAX_LARGE_ACHUNK_SIZE);
+  // The next huge request grows it back: no new mapping, the contents kept.
+  AChunk* again = alloc_mb(26);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(static_cast<char*>(again->data())[100], 7);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 1);
+  mgr_.free_chunk(again);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  const ChunkMgrStats s = mgr_.get_stats(false);
+  EXPECT_EQ(s.huge_maps, 1);
+  EXPECT_EQ(s.huge_unmaps, 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, HugeChunksAreUnmappedWhenTheLargeCacheIsOff) {
+  mgr_.set_max_chunk_cache_size(0, false);
   AChunk* h = alloc_mb(22);
   ASSERT_NE(h, nullptr);
   mgr_.free_chunk(h);
   EXPECT_EQ(total_cached(), 0);
+  EXPECT_EQ(os_.resize_calls(), 0);
   const ChunkMgrStats s = mgr_.get_stats(false);
   EXPECT_EQ(s.huge_maps, 1);
   EXPECT_EQ(s.huge_unmaps, 1);
   EXPECT_EQ(s.hold, 0);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AHugeChunkTheCapRefusesIsUnmappedWhole) {
+  mgr_.set_max_chunk_cache_size(8 * MB, true);
+  AChunk* h = alloc_mb(22);
+  ASSERT_NE(h, nullptr);
+  mgr_.free_chunk(h);
+  EXPECT_EQ(total_cached(), 0);
+  EXPECT_EQ(os_.live_mappings(), 0);
+  EXPECT_EQ(os_.resize_calls(), 0);  // not shrunk first for nothing
+  EXPECT_EQ(mgr_.get_hold(), 0);
+  EXPECT_EQ(mgr_.get_stats(false).huge_unmaps, 1);
   expect_consistent();
 }
 
@@ -341,6 +391,7 @@ TEST_F(AChunkMgrErrorTest, InvalidFreeIsReported) {
 
 // A huge chunk is unmapped at once; freeing it again must not read its header.
 TEST_F(AChunkMgrErrorTest, FreeOfAnUnmappedChunkIsADoubleFree) {
+  mgr_.set_max_chunk_cache_size(0, false);  // a huge chunk is then unmapped at once
   AChunk* a = mgr_.alloc_chunk(AChunkMgr::MAX_LARGE_ACHUNK_SIZE + ACHUNK_ALIGN);
   ASSERT_NE(a, nullptr);
   mgr_.free_chunk(a);
