@@ -96,7 +96,18 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
                                    count << Slab::REMOTE_COUNT_SHIFT);
   } while (!slab->remote_free_.compare_exchange_weak(head, word, std::memory_order_acq_rel,
                                                      std::memory_order_relaxed));
-  if (head == Slab::REMOTE_NOTIFY) ObjectMgr::shard_of(block).set_->push_ready(block);
+  if (head != Slab::REMOTE_NOTIFY) return;
+  // This free made a disowned slab findable. Its former owner takes it straight back, so
+  // a thread freeing its own objects keeps its slabs (and their cache lines) rather than
+  // handing them to whichever heap refills next; any other thread's free makes it ready.
+  ObjectSet* set = ObjectMgr::shard_of(block).set_;
+  if (slab->owner_thread_.load(std::memory_order_relaxed) == disowned_by_this_thread()) {
+    if (ThreadHeap* heap = set->existing_heap()) {
+      heap->take_back(block);
+      return;
+    }
+  }
+  set->push_ready(block);
 }
 
 int64_t ObjectSet::usable_size(void* ptr) {

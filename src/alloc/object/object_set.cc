@@ -194,7 +194,7 @@ void ObjectSet::abandon(ThreadHeap* heap) {
 bool ObjectSet::disown(ABlock* block) {
   Slab* slab = slab_of(block);
   // Before the tag: once tagged, a free may hand the slab to another heap at once.
-  slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
+  slab->owner_thread_.store(disowned_by_this_thread(), std::memory_order_relaxed);
   void* expected = nullptr;
   if (slab->remote_free_.compare_exchange_strong(
           expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {

@@ -47,6 +47,10 @@ inline const void* this_thread_marker() {
 inline bool owned_by_this_thread(const void* owner) {
   return reinterpret_cast<uintptr_t>(owner) == object_set_tls::thread_marker;
 }
+// The owner mark of a slab the calling thread disowns (see Slab::owner_thread_).
+inline const void* disowned_by_this_thread() {
+  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(this_thread_marker()) | 1);
+}
 
 // A big object's user pointer sits 16 bytes into its span: its 64-bit size at 0, its
 // header at 8, the user bytes 16-aligned.
@@ -64,9 +68,12 @@ struct Slab {
   static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
 
-  // The owning heap's thread (this_thread_marker()); nullptr: disowned (or ready), or
-  // not a slab (big objects, heaps, lent spans), so such spans never take the fast free.
+  // The owning heap's thread (this_thread_marker()); nullptr: settled or not a slab (big
+  // objects, heaps, lent spans), so such spans never take the fast free. A slab its
+  // owner disowned keeps that marker with DISOWNED set (matching no thread), so the
+  // free that makes it ready can tell whether its former owner is the one freeing.
   std::atomic<const void*> owner_thread_{nullptr};
+  static constexpr uintptr_t DISOWNED = 1;
   void* local_free_ = nullptr;  // owner only: free slots (user pointers)
   // Other threads' frees: the list head (a user pointer, below 2^48) with the list's
   // length in the top 16 bits, so the owner takes the list without walking it. A

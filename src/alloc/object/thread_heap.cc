@@ -162,6 +162,13 @@ void ThreadHeap::adopt_ready(int sc) {
   }
 }
 
+void ThreadHeap::take_back(ABlock* block) {
+  std::lock_guard<SpinLock> guard(lock_);
+  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
+  link(slab_of(block)->sc_, block);
+  ++taken_back_;
+}
+
 void* ThreadHeap::alloc_slow(int sc) {
   std::lock_guard<SpinLock> guard(lock_);
   ++activity_;

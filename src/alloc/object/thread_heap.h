@@ -81,6 +81,8 @@ class ThreadHeap {
   // counts once): their ratio stays flat however large the live set grows.
   uint64_t refills() const { return refills_; }
   uint64_t slabs_visited() const { return slabs_visited_; }
+  // Disowned slabs this thread took back by freeing into them (take_back).
+  uint64_t taken_back() const { return taken_back_; }
 
  private:
   friend class ObjectSet;
@@ -114,6 +116,8 @@ class ThreadHeap {
   void unlink_full(int sc, ABlock* block);
   // Takes the set's notified slabs of class sc into partial_.
   void adopt_ready(int sc);
+  // Owns again, as partial, a slab this thread disowned and has just freed into.
+  void take_back(ABlock* block);
 
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
@@ -126,6 +130,7 @@ class ThreadHeap {
   uint8_t full_count_[SIZE_CLASS_COUNT] = {};
   uint64_t refills_ = 0;
   uint64_t slabs_visited_ = 0;
+  uint64_t taken_back_ = 0;
   // Empty slabs kept for the next refills, per class a stack (newest first), within
   // SPARE_BYTES_MAX in all.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};

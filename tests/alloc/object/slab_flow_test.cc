@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,6 +137,35 @@ TEST_F(SlabFlowTest, AnOwnerRefillsFromSlabsAnotherThreadFreedIntoWithoutNewSpan
   EXPECT_EQ(set.span_used(), used);
   for (void* p : objs) ObjectSet::free(p);
   set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+TEST_F(SlabFlowTest, AThreadFreeingIntoSlabsItDisownedTakesThemBack) {
+  ObjectSet set(source_);
+  // Far more full slabs than a heap keeps: most of them are disowned.
+  std::vector<void*> objs;
+  for (int i = 0; i < 100 * 127; ++i) objs.push_back(set.alloc(100, 0));
+  std::set<ABlock*> mine;
+  for (void* p : objs) mine.insert(BlockSet::ptr2block(header_of(p)));
+  ASSERT_GT(mine.size(), static_cast<size_t>(ThreadHeap::FULL_SLABS_KEPT) * 4);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  for (size_t i = 0; i < objs.size(); i += 2) ObjectSet::free(objs[i]);
+  // Every disowned slab came back to this thread, none went to the ready stack.
+  EXPECT_GE(heap->taken_back(), mine.size() - ThreadHeap::FULL_SLABS_KEPT - 2);
+  // So another thread's refills find none of them and carve slabs of their own.
+  std::vector<void*> theirs;
+  std::thread([&] {
+    for (size_t i = 0; i < objs.size() / 4; ++i) theirs.push_back(set.alloc(100, 0));
+  }).join();
+  for (void* p : theirs) EXPECT_EQ(mine.count(BlockSet::ptr2block(header_of(p))), 0u);
+  // And this thread refills from them: no new span.
+  const int64_t used = set.span_used();
+  for (size_t i = 0; i < objs.size(); i += 2) objs[i] = set.alloc(100, 0);
+  EXPECT_EQ(set.span_used(), used);
+  for (void* p : objs) ObjectSet::free(p);
+  for (void* p : theirs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  set.settle_ready();
   EXPECT_EQ(set.span_used(), 0);
 }
 
