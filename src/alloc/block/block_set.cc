@@ -221,6 +221,37 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   return block;
 }
 
+bool BlockSet::grow_block(ABlock* block, int64_t bytes) {
+  if (block->dedicated() || bytes > MAX_SPAN * ABLOCK_SIZE) return false;
+  const int want = static_cast<int>((bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE);
+  const int n = block->nblocks_;
+  if (want <= n) return true;
+  const int next_idx = block_index(block) + n;
+  if (next_idx >= MAX_SPAN) return false;
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  ABlock* next = chunk_block(chunk, next_idx);
+  const int extra = want - n;
+  if (next->in_use() || next->nblocks_ < extra) return false;
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  remove_free(next);
+  const FreeSpan state = *free_span(next);
+  const int rest = next->nblocks_ - extra;
+  next->magic_ = 0;
+  clear_bit(meta->span_bits_, next_idx);
+  if (rest > 0) {
+    // The free span's tail stays free, as clean as it was.
+    ABlock* tail = new (chunk_block(chunk, next_idx + extra)) ABlock();
+    *free_span(tail) = state;
+    tail->nblocks_ = rest;
+    set_bit(meta->span_bits_, next_idx + extra);
+    insert_free(tail);
+  }
+  for (int i = n; i < want; ++i) block[i].nblocks_ = -i;  // see ptr2block
+  block->nblocks_ = want;
+  used_ += extra * ABLOCK_SIZE;
+  return true;
+}
+
 void BlockSet::free_block(ABlock* block) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);

@@ -36,6 +36,10 @@ class BlockSet {
   // idle time only (wash_stale_spans), so a loop that frees and takes the same memory
   // never pays a madvise and the faults after it.
   void free_block(ABlock* block);
+  // Grows a span in use (not a dedicated chunk) in place to at least `bytes`, taking the
+  // front of the free span right after it; false, and nothing changed, when that span is
+  // missing or too short. Lets a big object's realloc grow without a copy.
+  bool grow_block(ABlock* block, int64_t bytes);
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
   // zero); 0 or errno. Touches no state of the set, so it needs no lock.
   int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }

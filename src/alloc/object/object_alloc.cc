@@ -120,8 +120,18 @@ int64_t ObjectSet::usable_size(void* ptr) {
 }
 
 bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
-  if (new_size <= 0 || new_size > usable_size(ptr)) return false;
+  if (new_size <= 0) return false;
   const uint64_t h = load_header(ptr);
+  if (new_size > usable_size(ptr)) {
+    // A big object may take the free blocks right after its span (no copy).
+    if (header_state(h) != ObjectState::BIG || new_size > OBJECT_MAX_SIZE) return false;
+    ABlock* block = BlockSet::ptr2block(header_of(ptr));
+    SubObjectMgr& shard = ObjectMgr::shard_of(block);
+    std::lock_guard<SpinLock> guard(shard.lock_);
+    if (!shard.block_set_.grow_block(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE)) {
+      return false;
+    }
+  }
   if (header_state(h) == ObjectState::BIG) store_big_size(ptr, new_size);
   store_header(ptr, make_header(header_state(h), header_label(h), header_size_field(new_size)));
   write_tail(ptr, new_size);

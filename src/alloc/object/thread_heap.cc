@@ -164,9 +164,20 @@ void ThreadHeap::adopt_ready(int sc) {
 
 void ThreadHeap::take_back(ABlock* block) {
   std::lock_guard<SpinLock> guard(lock_);
-  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
-  link(slab_of(block)->sc_, block);
+  Slab* slab = slab_of(block);
+  slab->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
   ++taken_back_;
+  // Its frees are seen now, not at the class's next refill, which may never come (a
+  // buffer that grew into the next class leaves its slab behind): an emptied slab goes
+  // where any emptied slab goes.
+  collect(slab);
+  if (slab->used_ != 0) {
+    link(slab->sc_, block);
+  } else if (spare_bytes_ + slab_bytes(slab->sc_) <= SPARE_BYTES_MAX) {
+    push_spare(slab->sc_, block);
+  } else {
+    ObjectSet::free_span(block);
+  }
 }
 
 void* ThreadHeap::alloc_slow(int sc) {

@@ -80,6 +80,33 @@ TEST_F(ObjectSetTest, BigObjectsGetTheirOwnSpan) {
   EXPECT_EQ(set.hold(), 0);
 }
 
+TEST_F(ObjectSetTest, ABigObjectGrowsInPlaceOverTheFreeBlocksAfterIt) {
+  ObjectSet set(source_);
+  char* p = static_cast<char*>(set.alloc(100 * 1024, label_id("t_grow")));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 5, 100 * 1024);
+  const int64_t used = set.span_used();
+  // The rest of its chunk is free: a bigger size takes the blocks after it, no copy.
+  ASSERT_TRUE(ObjectSet::resize_in_place(p, 300 * 1024));
+  EXPECT_EQ(ObjectSet::object_size(p, load_header(p)), 300 * 1024);
+  EXPECT_TRUE(tail_intact(p, 300 * 1024));
+  EXPECT_GE(ObjectSet::usable_size(p), 300 * 1024);
+  EXPECT_EQ(p[100 * 1024 - 1], 5);
+  EXPECT_EQ(set.span_used(), used + 200 * 1024);
+  std::memset(p, 6, 300 * 1024);
+  // Another span right after it: no room, nothing changed.
+  void* next = set.alloc(100 * 1024, label_id("t_grow"));
+  ASSERT_NE(next, nullptr);
+  ASSERT_EQ(static_cast<char*>(next), p + 304 * 1024);  // best fit: the span after p
+  EXPECT_FALSE(ObjectSet::resize_in_place(p, 1000 * 1024));
+  EXPECT_EQ(ObjectSet::object_size(p, load_header(p)), 300 * 1024);
+  EXPECT_TRUE(tail_intact(p, 300 * 1024));
+  ObjectSet::free(p);
+  ObjectSet::free(next);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 TEST_F(ObjectSetTest, ReuseIsLifoWithinASlab) {
   ObjectSet set(source_);
   void* a = set.alloc(64, 0);

@@ -169,6 +169,21 @@ TEST_F(SlabFlowTest, AThreadFreeingIntoSlabsItDisownedTakesThemBack) {
   EXPECT_EQ(set.span_used(), 0);
 }
 
+TEST_F(SlabFlowTest, ASlabItsFormerOwnerEmptiesGoesBackAtOnce) {
+  ObjectSet set(source_);
+  // 40 KB slots: a slab or two per object, so most of the slabs are disowned when full.
+  std::vector<void*> objs;
+  for (int i = 0; i < 200; ++i) objs.push_back(set.alloc(40'000, 0));
+  const int64_t slab = slab_bytes(size_class_of(40'000));
+  ASSERT_GT(set.span_used(), 100 * slab);
+  // Freed by their owner and never asked for again (as a growing buffer leaves its class
+  // behind): the slabs go back now, not at a refill of the class that never comes.
+  for (void* p : objs) ObjectSet::free(p);
+  EXPECT_LE(set.span_used(), ThreadHeap::SPARE_BYTES_MAX + slab);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // Objects carry their size and a fill byte derived from their address, checked at free.
 struct Obj {
   void* p;
