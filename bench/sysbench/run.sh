@@ -42,7 +42,9 @@ cmake --build build --target achunk_malloc achunk-dump >/dev/null
 ACHUNK_SO=$ROOT/build/libachunk_malloc.so
 DUMP=$ROOT/build/tools/dump/achunk-dump
 CLK_TCK=$(getconf CLK_TCK)
-JEMALLOC_SO=$(ldconfig -p | awk '/libjemalloc.so.2 /{print $NF; exit}')
+# awk reads all of ldconfig's output: an early exit would kill it with SIGPIPE, which
+# pipefail turns into the script's exit status.
+JEMALLOC_SO=$(ldconfig -p | awk '/libjemalloc.so.2 / && !found {print $NF; found = 1}')
 mkdir -p "$OUT"
 
 WORK=$(mktemp -d /tmp/achunk-sysbench.XXXXXX)

@@ -26,7 +26,8 @@ mkdir -p "$out"
 # The peers' shared objects, found through the loader's cache.
 lib() {
   local path
-  path=$(/sbin/ldconfig -p | awk -v n="$1" '$1 == n { print $NF; exit }')
+  # No early exit in awk: ldconfig would die of SIGPIPE, and pipefail would stop the script.
+  path=$(/sbin/ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }')
   [[ -n $path ]] || { echo "run.sh: $1 not installed (scripts/setup-deps.sh)" >&2; exit 1; }
   echo "$path"
 }
