@@ -107,10 +107,13 @@ class FakeOs final : public Os {
 
   // Whatever the test set, capped at the range (default: all of it).
   int64_t resident_bytes(void*, int64_t size) override {
+    if (on_resident_) on_resident_();
     std::lock_guard<std::mutex> g(mu_);
     ++resident_calls_;
     return resident_per_range_ < 0 || resident_per_range_ > size ? size : resident_per_range_;
   }
+  // Runs at the start of every resident_bytes call (set it before other threads run).
+  void set_resident_hook(std::function<void()> hook) { on_resident_ = std::move(hook); }
   void set_resident_per_range(int64_t bytes) {
     std::lock_guard<std::mutex> g(mu_);
     resident_per_range_ = bytes;
@@ -214,6 +217,7 @@ class FakeOs final : public Os {
   std::function<void()> unmap_hook_;
   int fail_maps_ = 0;
   int fail_resizes_ = 0;
+  std::function<void()> on_resident_;
   int64_t resize_calls_ = 0;
   int fail_releases_ = 0;
   int64_t fail_map_at_ = 0;

@@ -56,6 +56,21 @@ class AChunkList {
     for (AChunk* chunk = head_; chunk != nullptr; chunk = chunk->next_) f(chunk);
     lock_.unlock();
   }
+  // The address and mapped size of up to `cap` chunks, newest first, copied under the
+  // lock so that the caller can look at them (a syscall each) without holding it, and in
+  // *held the bytes those chunks count in hold(); the number copied.
+  int snapshot(AChunk** chunks, int64_t* sizes, int cap, int64_t* held) const {
+    int n = 0;
+    *held = 0;
+    lock_.lock();
+    for (AChunk* chunk = tail_; chunk != nullptr && n < cap; chunk = chunk->prev_, ++n) {
+      chunks[n] = chunk;
+      sizes[n] = chunk->aligned();
+      *held += chunk->hold();
+    }
+    lock_.unlock();
+    return n;
+  }
 
  private:
   AChunk* unlink_locked(AChunk* chunk);

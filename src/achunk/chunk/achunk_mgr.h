@@ -39,6 +39,8 @@ class AChunkMgr {
   static constexpr int SLOT_COUNT = HUGE_SLOT + 1;
   static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
   static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
+  // Cached chunks per slot whose resident pages get_stats measures (the rest count whole).
+  static constexpr int RESIDENT_SAMPLE = 64;
 
   AChunkMgr(Os& os, const Clock& clock);
   // Unmaps every cached chunk. Chunks still handed out are the caller's leak.

@@ -1,4 +1,6 @@
 // AChunkMgr's statistics snapshot and dump.
+#include <algorithm>
+
 #include "achunk/chunk/achunk_mgr.h"
 
 namespace achunk {
@@ -50,12 +52,24 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
     s.max_map_count = info.max_map_count;
     static_assert(sizeof(s.thp_mode) == sizeof(info.thp_mode));
     for (size_t i = 0; i < sizeof(s.thp_mode); ++i) s.thp_mode[i] = info.thp_mode[i];
-    // What unmapping the cache would give back now: the pages the chunks kept, not their size.
-    for (int idx = 0; idx < CACHEABLE_SLOTS; ++idx) {
-      slots_[idx].free_list_.for_each([&](AChunk* chunk) {
-        const int64_t r = os_.resident_bytes(chunk, chunk->aligned());
-        s.cache_resident = r < 0 || s.cache_resident < 0 ? -1 : s.cache_resident + r;
-      });
+    // What unmapping the cache would give back now: the pages the chunks kept, not their
+    // size. A mincore per chunk, made without the slot's lock, so a housekeeping tick
+    // never holds up an allocation: up to RESIDENT_SAMPLE chunks per slot are copied
+    // under the lock and looked at after it; any more count whole. A chunk taken from the
+    // cache meanwhile is still counted, as it was cached when copied.
+    AChunk* chunks[RESIDENT_SAMPLE];
+    int64_t sizes[RESIDENT_SAMPLE];
+    for (int idx = 0; idx < CACHEABLE_SLOTS && s.cache_resident >= 0; ++idx) {
+      const AChunkList& list = slots_[idx].free_list_;
+      int64_t sampled_hold = 0;
+      const int n = list.snapshot(chunks, sizes, RESIDENT_SAMPLE, &sampled_hold);
+      for (int i = 0; i < n && s.cache_resident >= 0; ++i) {
+        const int64_t r = os_.resident_bytes(chunks[i], sizes[i]);
+        s.cache_resident = r < 0 ? -1 : s.cache_resident + r;
+      }
+      if (n == RESIDENT_SAMPLE && s.cache_resident >= 0) {
+        s.cache_resident += std::max<int64_t>(0, list.hold() - sampled_hold);
+      }
     }
   }
   return s;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -218,6 +220,49 @@ TEST_F(AChunkMgrTest, LargeRequestTakesTheNextSizeWithinAQuarter) {
   const ChunkMgrStats s = mgr_.get_stats(false);
   EXPECT_EQ(s.cache_hits, 3);
   EXPECT_EQ(s.large_maps, 1);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, MeasuringTheCachesResidentPagesHoldsUpNoAllocation) {
+  mgr_.free_chunk(alloc_normal());
+  mgr_.free_chunk(alloc_mb(8));
+  // While a cached chunk's pages are counted (a mincore each), another thread takes a
+  // chunk from the same slot: it must not wait for the count to finish.
+  bool served = true;
+  std::vector<std::thread> takers;
+  std::vector<AChunk*> taken(4, nullptr);
+  std::atomic<int> done{0};
+  os_.set_resident_hook([&] {
+    const int i = static_cast<int>(takers.size());
+    const int before = done.load();
+    takers.emplace_back([&, i] {
+      taken[i] = alloc_normal();
+      done.fetch_add(1);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (done.load() == before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    served = served && done.load() > before;
+  });
+  const ChunkMgrStats s = mgr_.get_stats(true);
+  os_.set_resident_hook(nullptr);
+  for (std::thread& t : takers) t.join();  // (they finish once no lock is held)
+  for (AChunk* c : taken) mgr_.free_chunk(c);
+  EXPECT_TRUE(served);
+  EXPECT_GE(os_.resident_calls(), 2);
+  EXPECT_EQ(s.cache_resident, 2 * MB + 8 * MB);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, ResidentPagesOfManyCachedChunksAreSampledTheRestCountWhole) {
+  os_.set_resident_per_range(4096);
+  std::vector<AChunk*> chunks;
+  for (int i = 0; i < AChunkMgr::RESIDENT_SAMPLE + 3; ++i) chunks.push_back(alloc_mb(4));
+  for (AChunk* c : chunks) mgr_.free_chunk(c);
+  const ChunkMgrStats s = mgr_.get_stats(true);
+  EXPECT_EQ(os_.resident_calls(), AChunkMgr::RESIDENT_SAMPLE);
+  EXPECT_EQ(s.cache_resident, AChunkMgr::RESIDENT_SAMPLE * 4096 + 3 * 4 * MB);
   expect_consistent();
 }
 
