@@ -60,6 +60,14 @@ AChunk* AChunkList::pop_expired(int64_t now_us, int64_t ttl_us) {
   return unlink_locked(head_);
 }
 
+AChunk* AChunkList::pop_idle(int64_t now_us, int64_t min_age_us) {
+  if (empty()) return nullptr;
+  std::lock_guard<SpinLock> guard(lock_);
+  if (head_ == nullptr || now_us - head_->cache_ts_ < min_age_us) return nullptr;
+  add(reuses_, 1);
+  return unlink_locked(head_);
+}
+
 AChunk* AChunkList::popall() {
   std::lock_guard<SpinLock> guard(lock_);
   AChunk* chain = head_;

@@ -28,6 +28,9 @@ class AChunkList {
   AChunk* pop();
   // The oldest chunk if it has been cached for at least `ttl_us`, else nullptr.
   AChunk* pop_expired(int64_t now_us, int64_t ttl_us);
+  // The oldest chunk if it has been cached for at least min_age_us, for reuse (counted in
+  // reuses()), or nullptr.
+  AChunk* pop_idle(int64_t now_us, int64_t min_age_us);
   // The oldest chunk regardless of age, or nullptr.
   AChunk* pop_oldest() { return pop_expired(INT64_MAX, 0); }
   // Detaches every chunk; returns them as a nullptr-terminated chain through next_.

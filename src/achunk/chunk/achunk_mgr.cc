@@ -106,15 +106,25 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
 }
 
 AChunk* AChunkMgr::pop_nearest_large(int idx, int* from) {
+  // For a large request, only a chunk idle for RESIZE_MIN_IDLE_US: a size the workload
+  // still asks for is reused as it is, never converted back and forth (each conversion
+  // faults pages in). A huge request has no size of its own in the cache: any will do.
+  const int64_t now = clock_.now_us();
+  const int64_t min_idle = idx == HUGE_SLOT ? 0 : RESIZE_MIN_IDLE_US;
+  auto pop_idle = [&](int i) {
+    AChunk* chunk = slots_[i].free_list_.pop_idle(now, min_idle);
+    if (chunk != nullptr) uncache(chunk, i);
+    return chunk;
+  };
   // The smallest bigger chunk (the shrink unmaps the least), else the biggest smaller one.
   for (int i = idx + 1; i < HUGE_SLOT; ++i) {
-    if (AChunk* chunk = pop_chunk_with_size(i)) {
+    if (AChunk* chunk = pop_idle(i)) {
       *from = i;
       return chunk;
     }
   }
   for (int i = std::min(idx, HUGE_SLOT) - 1; i >= NORMAL_ACHUNK_NWAY; --i) {
-    if (AChunk* chunk = pop_chunk_with_size(i)) {
+    if (AChunk* chunk = pop_idle(i)) {
       *from = i;
       return chunk;
     }

@@ -41,6 +41,9 @@ class AChunkMgr {
   static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
   // Cached chunks per slot whose resident pages get_stats measures (the rest count whole).
   static constexpr int RESIDENT_SAMPLE = 64;
+  // A cached large chunk is resized for a request of another size only once it has been
+  // idle this long (see pop_nearest_large).
+  static constexpr int64_t RESIZE_MIN_IDLE_US = 100'000;
 
   AChunkMgr(Os& os, const Clock& clock);
   // Unmaps every cached chunk. Chunks still handed out are the caller's leak.

@@ -142,7 +142,9 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   AChunk* four = alloc_mb(4);
   static_cast<char*>(four->data())[100] = 7;
   mgr_.free_chunk(four);
-  // Grown: the pages it had come along (the contents too), no new mapping.
+  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US);
+  // Idle long enough, it is grown: the pages it had come along (the contents too), no new
+  // mapping.
   AChunk* twelve = alloc_mb(12);
   EXPECT_EQ(os_.map_calls(), 1);
   EXPECT_EQ(os_.resize_calls(), 1);
@@ -151,13 +153,14 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(12)));
   EXPECT_EQ(mgr_.get_total_hold(), 12 * MB);
   mgr_.free_chunk(twelve);
+  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US);
   // Shrunk: the smallest bigger chunk, its tail unmapped.
   AChunk* six = alloc_mb(6);
   EXPECT_EQ(os_.resize_calls(), 2);
   EXPECT_EQ(six->aligned(), 6 * MB);
   EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(6)));
   EXPECT_EQ(mgr_.get_total_hold(), 6 * MB);
-  // A huge request grows the biggest cached large chunk.
+  // A huge request grows the biggest cached large chunk, however recently cached.
   mgr_.free_chunk(six);
   AChunk* huge = alloc_mb(24);
   EXPECT_EQ(os_.resize_calls(), 3);
@@ -166,7 +169,8 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   mgr_.free_chunk(huge);
   EXPECT_EQ(os_.resize_calls(), 4);
   EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT - 1), 1);
-  // And an 8 MiB request shrinks it in turn: still no new mapping.
+  // And an 8 MiB request shrinks it in turn once it is idle: still no new mapping.
+  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US);
   AChunk* eight = alloc_mb(8);
   EXPECT_EQ(os_.map_calls(), 1);
   EXPECT_EQ(os_.resize_calls(), 5);
@@ -183,8 +187,26 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   expect_consistent();
 }
 
+TEST_F(AChunkMgrTest, AChunkCachedAMomentAgoIsNotResizedForAnotherSize) {
+  // A workload cycling through several sizes keeps one chunk of each cached, rather than
+  // converting them back and forth (each conversion faults pages in).
+  mgr_.free_chunk(alloc_mb(4));
+  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US - 1);
+  AChunk* twelve = alloc_mb(12);
+  EXPECT_EQ(os_.map_calls(), 2);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  mgr_.free_chunk(twelve);
+  AChunk* four = alloc_mb(4);  // its own size is still there
+  EXPECT_EQ(four->aligned(), 4 * MB);
+  EXPECT_EQ(os_.map_calls(), 2);
+  mgr_.free_chunk(four);
+  EXPECT_EQ(mgr_.get_stats(false).cache_misses, 2);
+  expect_consistent();
+}
+
 TEST_F(AChunkMgrTest, AFailedResizeUnmapsTheCachedChunkAndMapsAFreshOne) {
   mgr_.free_chunk(alloc_mb(4));
+  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US);
   os_.fail_next_resizes(1);
   AChunk* twelve = alloc_mb(12);
   ASSERT_NE(twelve, nullptr);
@@ -212,6 +234,7 @@ TEST_F(AChunkMgrTest, LargeRequestTakesTheNextSizeWithinAQuarter) {
   ASSERT_EQ(ten_again, ten);
   EXPECT_EQ(mgr_.get_hold(), 10 * MB);
   mgr_.free_chunk(ten_again);
+  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US);
   // 8 MiB would be a third more than 6: not taken as it is, but resized (tail unmapped).
   AChunk* six = alloc_mb(6);
   EXPECT_EQ(six->aligned(), 6 * MB);
