@@ -53,18 +53,11 @@ AChunk* AChunkList::pop() {
   return unlink_locked(tail_);
 }
 
-AChunk* AChunkList::pop_expired(int64_t now_us, int64_t ttl_us) {
+AChunk* AChunkList::pop_oldest_if_older(int64_t now_us, int64_t age_us, bool reuse) {
   if (empty()) return nullptr;
   std::lock_guard<SpinLock> guard(lock_);
-  if (head_ == nullptr || now_us - head_->cache_ts_ < ttl_us) return nullptr;
-  return unlink_locked(head_);
-}
-
-AChunk* AChunkList::pop_idle(int64_t now_us, int64_t min_age_us) {
-  if (empty()) return nullptr;
-  std::lock_guard<SpinLock> guard(lock_);
-  if (head_ == nullptr || now_us - head_->cache_ts_ < min_age_us) return nullptr;
-  add(reuses_, 1);
+  if (head_ == nullptr || now_us - head_->cache_ts_ < age_us) return nullptr;
+  if (reuse) add(reuses_, 1);
   return unlink_locked(head_);
 }
 

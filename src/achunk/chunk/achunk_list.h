@@ -27,10 +27,13 @@ class AChunkList {
   // The most recently cached chunk, for reuse (counted in reuses()), or nullptr.
   AChunk* pop();
   // The oldest chunk if it has been cached for at least `ttl_us`, else nullptr.
-  AChunk* pop_expired(int64_t now_us, int64_t ttl_us);
-  // The oldest chunk if it has been cached for at least min_age_us, for reuse (counted in
-  // reuses()), or nullptr.
-  AChunk* pop_idle(int64_t now_us, int64_t min_age_us);
+  AChunk* pop_expired(int64_t now_us, int64_t ttl_us) {
+    return pop_oldest_if_older(now_us, ttl_us, false);
+  }
+  // The same, for reuse (counted in reuses()).
+  AChunk* pop_idle(int64_t now_us, int64_t min_age_us) {
+    return pop_oldest_if_older(now_us, min_age_us, true);
+  }
   // The oldest chunk regardless of age, or nullptr.
   AChunk* pop_oldest() { return pop_expired(INT64_MAX, 0); }
   // Detaches every chunk; returns them as a nullptr-terminated chain through next_.
@@ -77,6 +80,7 @@ class AChunkList {
 
  private:
   AChunk* unlink_locked(AChunk* chunk);
+  AChunk* pop_oldest_if_older(int64_t now_us, int64_t age_us, bool reuse);
 
   // Counters are written only under lock_, so a relaxed load-add-store suffices.
   static void add(std::atomic<int64_t>& c, int64_t d) {

@@ -47,10 +47,6 @@ inline const void* this_thread_marker() {
 inline bool owned_by_this_thread(const void* owner) {
   return reinterpret_cast<uintptr_t>(owner) == object_set_tls::thread_marker;
 }
-// The owner mark of a slab the calling thread disowns (see Slab::owner_thread_).
-inline const void* disowned_by_this_thread() {
-  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(this_thread_marker()) | 1);
-}
 
 // A big object's user pointer sits 16 bytes into its span: its 64-bit size at 0, its
 // header at 8, the user bytes 16-aligned.
@@ -95,6 +91,12 @@ struct Slab {
   bool in_spare_ = false;  // owner only: on its heap's spare stack
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
+
+// The owner mark of a slab the calling thread disowns (see Slab::owner_thread_).
+inline const void* disowned_by_this_thread() {
+  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(this_thread_marker()) |
+                                       Slab::DISOWNED);
+}
 
 inline Slab* slab_of(ABlock* block) {
   return reinterpret_cast<Slab*>(block->owner_area_);

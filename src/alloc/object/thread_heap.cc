@@ -100,11 +100,6 @@ void ThreadHeap::on_slab_unfull(ABlock* block, Slab* slab) {
   link(slab->sc_, block);
 }
 
-void ThreadHeap::release(int sc, ABlock* block) {
-  detach(sc, block);
-  ObjectSet::free_span(block);
-}
-
 void ThreadHeap::push_spare(int sc, ABlock* block) {
   slab_of(block)->in_spare_ = true;
   block->prev_ = nullptr;
@@ -140,15 +135,20 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
   ++activity_;
   if (slab->in_spare_) return;
   const int sc = slab->sc_;
-  // Over the budget the slab joins the set's free spans, where any thread can take it
-  // and idle time washes it. Otherwise it is parked even when current: only a spare can
-  // be taken by another thread when this one goes idle, never a slab the fast path uses.
-  if (spare_bytes_ + slab_bytes(sc) > SPARE_BYTES_MAX) {
-    release(sc, block);
-    return;
-  }
+  // Parked even when current: only a spare can be taken by another thread when this one
+  // goes idle, never a slab the fast path uses.
   detach(sc, block);
-  push_spare(sc, block);
+  keep_empty(sc, block);
+}
+
+void ThreadHeap::keep_empty(int sc, ABlock* block) {
+  // Over the budget the slab joins the set's free spans, where any thread can take it
+  // and idle time washes it.
+  if (spare_bytes_ + slab_bytes(sc) > SPARE_BYTES_MAX) {
+    ObjectSet::free_span(block);
+  } else {
+    push_spare(sc, block);
+  }
 }
 
 void ThreadHeap::adopt_ready(int sc) {
@@ -173,10 +173,8 @@ void ThreadHeap::take_back(ABlock* block) {
   collect(slab);
   if (slab->used_ != 0) {
     link(slab->sc_, block);
-  } else if (spare_bytes_ + slab_bytes(slab->sc_) <= SPARE_BYTES_MAX) {
-    push_spare(slab->sc_, block);
   } else {
-    ObjectSet::free_span(block);
+    keep_empty(slab->sc_, block);
   }
 }
 

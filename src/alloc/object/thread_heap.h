@@ -97,7 +97,6 @@ class ThreadHeap {
   // Unlinks every spare onto `chain` (through next_) for the caller to give back; the
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
-  void release(int sc, ABlock* block);
   // The spare stack of class sc (ABlock next_, Slab::in_spare_), under lock_.
   void push_spare(int sc, ABlock* block);
   ABlock* pop_spare(int sc);
@@ -116,8 +115,11 @@ class ThreadHeap {
   void unlink_full(int sc, ABlock* block);
   // Takes the set's notified slabs of class sc into partial_.
   void adopt_ready(int sc);
-  // Owns again, as partial, a slab this thread disowned and has just freed into.
+  // Owns again a slab this thread disowned and has just freed into: partial, or, emptied
+  // by the frees it gathers, kept as any emptied slab is (keep_empty).
   void take_back(ABlock* block);
+  // An emptied slab, in no list: a spare within SPARE_BYTES_MAX, else a free span.
+  void keep_empty(int sc, ABlock* block);
 
   ObjectSet* set_;
   ABlock* current_[SIZE_CLASS_COUNT] = {};
