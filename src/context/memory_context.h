@@ -33,8 +33,6 @@ struct LeakReport {
 using LeakHandler = void (*)(const LeakReport& report);
 // Installs `handler` (nullptr restores the default, one line on stderr per label).
 LeakHandler set_leak_handler(LeakHandler handler);
-// fork(): the lock of the context slot free list (contexts' own locks are their owners').
-void memory_context_visit_fork_locks(ForkLockVisitor& v);
 
 class MemoryContext {
  public:

@@ -17,11 +17,16 @@
 #include "achunk/platform/clock.h"
 #include "achunk/platform/linux_os.h"
 #include "context/context_env.h"
-#include "context/memory_context.h"
 #include "global/stats_log.h"
 #include "global/stats_region.h"
 
 namespace achunk {
+
+// The context layer is optional: a program that never creates a context links none of it
+// (the drop-in malloc is built without it), and then these are null.
+void install_context_env(ContextEnvSource source) __attribute__((weak, visibility("hidden")));
+void memory_context_visit_fork_locks(ForkLockVisitor& v)
+    __attribute__((weak, visibility("hidden")));
 
 // Defined only in libachunk_malloc.so, which thereby gets the drop-in option defaults
 // (the housekeeping thread, the stats region) before its first allocation.
@@ -122,7 +127,7 @@ ContextEnv context_env() {
 // built on first use (ACHUNK_CONF is read then). Consumers of the static library keep
 // this object linked with -u achunk_wiring (see CMakeLists.txt).
 __attribute__((constructor(101))) void wire_at_load() {
-  install_context_env(&context_env);
+  if (install_context_env != nullptr) install_context_env(&context_env);
 }
 
 }  // namespace
@@ -267,7 +272,7 @@ void visit_fork_locks(ForkLockVisitor& v) {
   // allocates; option changes reach the chunk manager; the directory creates object sets.
   v.visit(g.options_lock, "options");
   c_api_visit_fork_locks(v);
-  memory_context_visit_fork_locks(v);
+  if (memory_context_visit_fork_locks != nullptr) memory_context_visit_fork_locks(v);
   g.malloc_allocator.visit_fork_locks(v);
   label_visit_fork_locks(v);
   ObjectSet::visit_all_fork_locks(v);
