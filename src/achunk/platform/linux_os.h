@@ -23,4 +23,8 @@ class LinuxOs final : public Os {
   int64_t process_start_time() override;
 };
 
+// The CPUs this process may run on (its affinity mask, so a container's or taskset's
+// limit counts), at least 1. Allocates nothing.
+int usable_cpus();
+
 }  // namespace achunk

@@ -2,11 +2,17 @@
 // ObjectSet's per-thread heaps already keep small objects apart; what threads still
 // share is the BlockSet behind them (slab refills, big objects, lent spans, heaps), so
 // that is split into up to MAX_SHARDS SubObjectMgrs {lock, BlockSet}. A thread keeps the
-// shard it last locked without waiting and moves on when that one is busy; a shard is
-// opened only when every open one is busy at once, so a set without contention works in
-// one shard and holds no extra partly used chunks. A span is freed under the lock of the
+// shard it last locked without waiting and moves on when that one is busy. Another shard
+// opens only under lasting contention: every open shard found busy at once
+// OPEN_AFTER_COLLISIONS times, at least one in ACQUISITIONS_PER_COLLISION lockings. A set
+// that collides now and then (a lock holder preempted on an oversubscribed machine) works
+// in one shard and holds no extra partly used chunks, each with its own high-water mark of
+// resident pages; a set many cores refill at once still spreads out within microseconds.
+// At most one shard per two usable CPUs opens: threads collide in a lock held this
+// briefly only while running at once, and on 2 CPUs a second shard cost resident pages
+// and gained no time. A span is freed under the lock of the
 // shard that owns its chunk (the chunk meta's context). Never allocates.
-// Depends on block_set.h and the base layer's spin_lock.h.
+// Depends on block_set.h, the base layer's spin_lock.h and the platform's usable_cpus.
 #pragma once
 
 #include <atomic>
@@ -16,6 +22,7 @@
 
 #include "achunk/base/fork_locks.h"
 #include "achunk/base/spin_lock.h"
+#include "achunk/platform/linux_os.h"
 #include "alloc/block/block_set.h"
 
 namespace achunk {
@@ -27,6 +34,8 @@ struct SubObjectMgr {
       : block_set_(source, this, BlockSet::OWNER_OBJECT_SET), set_(set) {}
 
   SpinLock lock_;  // guards block_set_
+  // Lockings through ObjectMgr::lock_any; written under lock_, read by any thread.
+  std::atomic<uint64_t> acquired_{0};
   BlockSet block_set_;
   ObjectSet* const set_;
 };
@@ -34,6 +43,8 @@ struct SubObjectMgr {
 class ObjectMgr {
  public:
   static constexpr int MAX_SHARDS = 8;
+  static constexpr int OPEN_AFTER_COLLISIONS = 64;
+  static constexpr int ACQUISITIONS_PER_COLLISION = 16;
 
   ObjectMgr(ChunkSource& source, ObjectSet* set)
       : ObjectMgr(source, set, std::make_index_sequence<MAX_SHARDS>()) {}
@@ -47,6 +58,18 @@ class ObjectMgr {
     return *static_cast<SubObjectMgr*>(chunk_meta(AChunk::ptr2chunk(span))->context_);
   }
   int open_shards() const { return open_.load(std::memory_order_acquire); }
+  // Times every open shard was busy at once, in the current window (see lock_any).
+  int collisions() const { return collisions_.load(std::memory_order_relaxed); }
+  // For tests: the collisions a window needs and the most shards that open.
+  void set_contention_rule(int open_after, int max_open) {
+    open_after_ = open_after;
+    max_open_ = max_open;
+  }
+  int max_open() const { return max_open_; }
+  // The most shards that open on a machine with `cpus` usable CPUs.
+  static int max_open_for(int cpus) {
+    return cpus / 2 < 1 ? 1 : cpus / 2 > MAX_SHARDS ? MAX_SHARDS : cpus / 2;
+  }
   SubObjectMgr& shard(int i) { return shards_[i]; }
   // f(BlockSet&) for every open shard, each under its lock.
   template <typename F>
@@ -64,9 +87,20 @@ class ObjectMgr {
  private:
   template <size_t... I>
   ObjectMgr(ChunkSource& source, ObjectSet* set, std::index_sequence<I...>)
-      : shards_{((void)I, SubObjectMgr(source, set))...} {}
+      : max_open_(max_open_for(usable_cpus())), shards_{((void)I, SubObjectMgr(source, set))...} {}
+
+  // Lockings through lock_any over the open shards (racy reads of per-shard counts).
+  uint64_t acquisitions() const;
+  // The slow half of lock_any: every open shard (n of them) was busy.
+  SubObjectMgr& lock_contended(int n, int start);
 
   std::atomic<int> open_{1};
+  // The window lock_any judges contention over: collisions since it began, and the
+  // acquisitions count when it began.
+  std::atomic<int> collisions_{0};
+  std::atomic<uint64_t> window_start_{0};
+  int open_after_ = OPEN_AFTER_COLLISIONS;
+  int max_open_;
   SubObjectMgr shards_[MAX_SHARDS];
 };
 

@@ -32,8 +32,67 @@ class ObjectMgrTest : public ChunkMgrTest {
     return -1;
   }
 
+  // One collision: shard 0 is held here while a new thread asks for a shard. Returns the
+  // shard the thread got: a new one, or shard 0 after waiting for it.
+  static int collide(ObjectMgr& mgr) {
+    SubObjectMgr& held = mgr.shard(0);
+    held.lock_.lock();
+    const int before = mgr.collisions();
+    int got = -1;
+    std::atomic<bool> done{false};
+    std::thread asker([&] {
+      SubObjectMgr& s = mgr.lock_any();
+      got = index_of(mgr, s);
+      s.lock_.unlock();
+      done.store(true);
+    });
+    // It either opened a shard (done) or counted its collision and waits for shard 0.
+    while (!done.load() && mgr.collisions() == before) std::this_thread::yield();
+    held.lock_.unlock();
+    asker.join();
+    return got;
+  }
+
   DirectChunkSource source_{mgr_};
 };
+
+TEST_F(ObjectMgrTest, CollisionsNowAndThenAmongManyLockingsOpenNoShard) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  mgr.set_contention_rule(4, ObjectMgr::MAX_SHARDS);
+  for (int round = 0; round < 3; ++round) {
+    // 4 collisions among 100 lockings: fewer than one in ACQUISITIONS_PER_COLLISION.
+    for (int i = 0; i < 100; ++i) mgr.lock_any().lock_.unlock();
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(collide(mgr), 0);
+    EXPECT_EQ(mgr.open_shards(), 1);
+    EXPECT_EQ(mgr.collisions(), 0);  // the window was judged and a new one begun
+  }
+}
+
+TEST_F(ObjectMgrTest, ABurstOfCollisionsOpensAShard) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  mgr.set_contention_rule(4, ObjectMgr::MAX_SHARDS);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(collide(mgr), 0);  // they wait
+  EXPECT_EQ(mgr.open_shards(), 1);
+  EXPECT_EQ(collide(mgr), 1);  // the fourth in a row opens shard 1 instead of waiting
+  EXPECT_EQ(mgr.open_shards(), 2);
+}
+
+TEST_F(ObjectMgrTest, NoMoreShardsOpenThanTheCpusAllow) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  EXPECT_EQ(mgr.max_open(), ObjectMgr::max_open_for(usable_cpus()));
+  mgr.set_contention_rule(1, 1);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(collide(mgr), 0);
+  EXPECT_EQ(mgr.open_shards(), 1);
+  // One shard per two CPUs, at least one, at most MAX_SHARDS.
+  EXPECT_EQ(ObjectMgr::max_open_for(1), 1);
+  EXPECT_EQ(ObjectMgr::max_open_for(2), 1);
+  EXPECT_EQ(ObjectMgr::max_open_for(4), 2);
+  EXPECT_EQ(ObjectMgr::max_open_for(12), 6);
+  EXPECT_EQ(ObjectMgr::max_open_for(96), ObjectMgr::MAX_SHARDS);
+}
 
 TEST_F(ObjectMgrTest, WithoutContentionEveryThreadWorksInOneShard) {
   ObjectSet set(source_);
@@ -53,6 +112,7 @@ TEST_F(ObjectMgrTest, WithoutContentionEveryThreadWorksInOneShard) {
 
 TEST_F(ObjectMgrTest, ABusyShardMakesTheNextThreadOpenAnotherAndKeepIt) {
   ObjectSet set(source_);
+  set.object_mgr().set_contention_rule(1, ObjectMgr::MAX_SHARDS);  // open at once
   ObjectMgr& mgr = set.object_mgr();
   SubObjectMgr& first = mgr.lock_any();
   ASSERT_EQ(index_of(mgr, first), 0);
@@ -95,6 +155,7 @@ TEST_F(ObjectMgrTest, ABusyShardMakesTheNextThreadOpenAnotherAndKeepIt) {
 
 TEST_F(ObjectMgrTest, WithEveryShardBusyAThreadWaitsForItsOwnInsteadOfOpeningMore) {
   ObjectSet set(source_);
+  set.object_mgr().set_contention_rule(1, ObjectMgr::MAX_SHARDS);  // open at once
   ObjectMgr& mgr = set.object_mgr();
   // Open all shards by holding each while asking for another.
   std::vector<SubObjectMgr*> held;
@@ -115,6 +176,7 @@ TEST_F(ObjectMgrTest, WithEveryShardBusyAThreadWaitsForItsOwnInsteadOfOpeningMor
 
 TEST_F(ObjectMgrTest, SetTotalsAndScansCoverEveryShard) {
   ObjectSet set(source_);
+  set.object_mgr().set_contention_rule(1, ObjectMgr::MAX_SHARDS);  // open at once
   ObjectMgr& mgr = set.object_mgr();
   const uint16_t label = 7;
   void* in_first = set.alloc(200 * 1024, label);
