@@ -126,8 +126,12 @@ ContextEnv context_env() {
 // At load time the layers below get their way to the process objects, which are still
 // built on first use (ACHUNK_CONF is read then). Consumers of the static library keep
 // this object linked with -u achunk_wiring (see CMakeLists.txt).
+void install_fork_handlers_once();
+
 __attribute__((constructor(101))) void wire_at_load() {
   if (install_context_env != nullptr) install_context_env(&context_env);
+  // Library users fork too: a child must not inherit a lock another thread held.
+  install_fork_handlers_once();
 }
 
 }  // namespace
@@ -140,7 +144,7 @@ namespace {
 // a container's lock (the object set list) is let go only after the locks it lists.
 class ForkHold final : public ForkLockVisitor {
  public:
-  // Bounded by the registry: a few global locks, 9 per object set (MAX_SETS of them) and
+  // Bounded by the registry: a few global locks, 10 per object set (MAX_SETS of them) and
   // one per chunk cache slot.
   static constexpr int CAPACITY = 4096;
 
@@ -171,6 +175,9 @@ class ForkHold final : public ForkLockVisitor {
 ForkHold g_fork_hold;
 
 void fork_prepare() {
+  // Nothing built yet (a library user forking before its first allocation): no lock to
+  // take, and building the process objects inside fork is no place for it.
+  if (g_created.load(std::memory_order_acquire) == nullptr) return;
   visit_fork_locks(g_fork_hold);
   // From here on this thread enters the locks it holds: an atfork handler that runs after
   // this one (registered earlier) may allocate.
@@ -190,7 +197,7 @@ std::atomic<bool> g_release_thread_restart{false};
 void fork_child() {
   ObjectSet::on_fork_child();
   // The child must not write the parent's stats region: its next tick makes its own.
-  globals().stats.forget_after_fork();
+  if (Globals* g = g_created.load(std::memory_order_acquire)) g->stats.forget_after_fork();
   if (g_release_thread_started.exchange(false, std::memory_order_relaxed)) {
     // No thread is started inside fork: the child's next allocation finds no allocator
     // published and takes create_and_get_malloc_allocator(), which starts it.
@@ -283,11 +290,17 @@ int fork_locks_held() {
   return g_fork_hold.held();
 }
 
-void install_fork_handlers() {
-  globals();  // created before the first fork, not inside one
+namespace {
+void install_fork_handlers_once() {
   if (!g_fork_handlers_installed.exchange(true)) {
     pthread_atfork(&fork_prepare, &fork_parent, &fork_child);
   }
+}
+}  // namespace
+
+void install_fork_handlers() {
+  globals();  // created before the first fork, not inside one
+  install_fork_handlers_once();
 }
 
 AChunkMgr& global_chunk_mgr() {

@@ -36,8 +36,9 @@ int fork_locks_held();
 // Registers pthread_atfork handlers that hold every registry lock across fork(), so a
 // child forked while other threads allocate can allocate, and the forking thread enters
 // the locks it holds, so atfork handlers that run after achunk's may allocate. Idempotent. Not
-// called from inside malloc (pthread_atfork may allocate): the drop-in malloc calls it from its
-// load time constructor, library users before they fork.
+// called from inside malloc (pthread_atfork may allocate). The wiring registers the
+// handlers at load time in every build; the drop-in malloc also builds the process objects
+// then, through this.
 void install_fork_handlers();
 // Starts the housekeeping (release) thread, named achunk-bg, with every signal blocked, if
 // release_interval_ms > 0: every interval it unmaps all cached chunks that idled for

@@ -91,7 +91,8 @@ int fork_and_work() {
 class ForkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    install_fork_handlers();
+    // No install_fork_handlers(): the wiring registers the handlers at load time, for
+    // library users as for the drop-in malloc.
     // An object set and a context exist before the registry is read.
     ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_setup")));
     auto ctx = MemoryContext::root().create_child(param("fork_setup_ctx"));
