@@ -109,8 +109,8 @@ TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
   for (const char* want :
        {"options", "c_api.report", "memory_context.slots", "usage_printer.scratch",
         "malloc_allocator.directory", "label.table", "object_set.registry", "object_set.heaps",
-        "object_mgr.shard", "chunk_mgr.evicting", "chunk_mgr.cap", "chunk_mgr.free_list",
-        "memory_context.root_tree", "ob_allocator", "arena"}) {
+        "object_mgr.shard", "object_mgr.wash", "chunk_mgr.evicting", "chunk_mgr.cap",
+        "chunk_mgr.free_list", "memory_context.root_tree", "ob_allocator", "arena"}) {
     EXPECT_EQ(names.count(want), 1u) << want;
   }
   EXPECT_EQ(fork_locks_held(), 0);

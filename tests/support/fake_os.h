@@ -114,6 +114,8 @@ class FakeOs final : public Os {
   }
   // Runs at the start of every resident_bytes call (set it before other threads run).
   void set_resident_hook(std::function<void()> hook) { on_resident_ = std::move(hook); }
+  // Runs at the start of every release_pages call (set it before other threads run).
+  void set_release_hook(std::function<void()> hook) { on_release_ = std::move(hook); }
   void set_resident_per_range(int64_t bytes) {
     std::lock_guard<std::mutex> g(mu_);
     resident_per_range_ = bytes;
@@ -124,6 +126,7 @@ class FakeOs final : public Os {
   }
 
   int release_pages(void* addr, int64_t size) override {
+    if (on_release_) on_release_();
     std::lock_guard<std::mutex> g(mu_);
     ++release_calls_;
     if (release_calls_ == fail_release_at_ || fail_releases_ > 0) {
@@ -215,6 +218,7 @@ class FakeOs final : public Os {
   std::map<void*, int64_t> live_;
   int64_t shared_maps_ = 0;
   std::function<void()> unmap_hook_;
+  std::function<void()> on_release_;
   int fail_maps_ = 0;
   int fail_resizes_ = 0;
   std::function<void()> on_resident_;

@@ -87,6 +87,62 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
   return washed;
 }
 
+int BlockSet::take_stale_spans(int64_t cutoff_us, int* from_len, ABlock** out, int max) {
+  int taken = 0;
+  for (int n = *from_len; n <= MAX_SPAN && taken < max; ++n) {
+    *from_len = n;
+    ABlock* block = free_lists_[n];
+    while (block != nullptr && taken < max) {
+      ABlock* next = block->next_;
+      const FreeSpan* state = free_span(block);
+      if (!state->washed && state->freed_us <= cutoff_us) {
+        remove_free(block);
+        block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
+        ++chunk_meta(AChunk::ptr2chunk(block))->using_cnt_;  // keeps the chunk held
+        out[taken++] = block;
+      }
+      block = next;
+    }
+  }
+  return taken;
+}
+
+void BlockSet::put_back_span(ABlock* block, bool washed) {
+  // Back as a free: it merges with its neighbours. The merged span is clean only if they
+  // are, and then free since the newest of their times.
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  if (--meta->using_cnt_ == 0) {
+    release_chunk(chunk);
+    return;
+  }
+  FreeSpan state{washed ? 0 : source_.now_us(), washed};
+  const int idx = block_index(block);
+  const int next_idx = idx + block->nblocks_;
+  if (next_idx < MAX_SPAN && !chunk_block(chunk, next_idx)->in_use()) {
+    ABlock* next = chunk_block(chunk, next_idx);
+    state = merged(state, *free_span(next));
+    remove_free(next);
+    block->nblocks_ += next->nblocks_;
+    next->magic_ = 0;
+    clear_bit(meta->span_bits_, next_idx);
+  }
+  block->magic_ = ABlock::MAGIC_CODE;
+  if (idx > 0) {
+    ABlock* prev = chunk_block(chunk, highest_at_or_below(meta->span_bits_, idx - 1));
+    if (!prev->in_use()) {
+      state = merged(state, *free_span(prev));
+      remove_free(prev);
+      prev->nblocks_ += block->nblocks_;
+      block->magic_ = 0;
+      clear_bit(meta->span_bits_, idx);
+      block = prev;
+    }
+  }
+  *free_span(block) = state;
+  insert_free(block);
+}
+
 int64_t BlockSet::free_span_bytes(int64_t* washed) const {
   int64_t bytes = 0;
   for_each_free_span([&](ABlock* block, int64_t n_bytes) {

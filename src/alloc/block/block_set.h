@@ -53,6 +53,14 @@ class BlockSet {
   // soon, keep their pages. The drop-in malloc's release thread calls it every interval
   // with the span idle time. Returns the bytes washed.
   int64_t wash_stale_spans(int64_t min_free_us);
+  // Washing without holding the owner's lock across the madvise calls: take_stale_spans
+  // moves up to `max` free spans not washed and free since `cutoff_us` or before off the
+  // free lists into out[] (marked in use, so nothing allocates, grows or merges into them),
+  // starting at span length *from_len and leaving there the length to resume at; the
+  // caller releases their pages unlocked and hands each back with put_back_span, washed
+  // or not. Returns how many it took.
+  int take_stale_spans(int64_t cutoff_us, int* from_len, ABlock** out, int max);
+  void put_back_span(ABlock* block, bool washed);
   // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
   // quarter of the source's span idle time, washes the spans free for a whole idle time;
   // never when that is negative. Returns the bytes washed.
@@ -76,6 +84,7 @@ class BlockSet {
   // touched since (a walk of the free lists: for dumps, not for hot paths).
   int64_t free_span_bytes(int64_t* washed) const;
   int64_t hold() const { return hold_; }  // bytes of the chunks held
+  int64_t now_us() { return source_.now_us(); }
   int64_t used() const { return used_; }  // bytes of spans handed out
   int64_t chunk_count() const { return chunk_cnt_; }
 
@@ -119,6 +128,11 @@ class BlockSet {
   };
   static FreeSpan* free_span(ABlock* block) {
     return reinterpret_cast<FreeSpan*>(block->owner_area_);
+  }
+  // The state of two adjacent free spans joined: clean only if both are.
+  static FreeSpan merged(FreeSpan a, FreeSpan b) {
+    if (a.washed != b.washed) return a.washed ? b : a;
+    return FreeSpan{a.freed_us > b.freed_us ? a.freed_us : b.freed_us, a.washed};
   }
 
   ChunkSource& source_;

@@ -61,7 +61,38 @@ SubObjectMgr& ObjectMgr::lock_contended(int n, int start) {
   return acquired(shards_[start]);
 }
 
+int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
+  std::lock_guard<SpinLock> washer(wash_lock_);
+  int64_t washed = 0;
+  for (int i = 0, n = open_shards(); i < n; ++i) {
+    SubObjectMgr& shard = shards_[i];
+    BlockSet& bs = shard.block_set_;
+    const int64_t cutoff = bs.now_us() - min_free_us;
+    int from_len = 1;
+    for (bool failed = false; !failed;) {
+      ABlock* spans[WASH_BATCH];
+      int taken;
+      {
+        std::lock_guard<SpinLock> guard(shard.lock_);
+        taken = bs.take_stale_spans(cutoff, &from_len, spans, WASH_BATCH);
+      }
+      if (taken == 0) break;
+      bool ok[WASH_BATCH];
+      for (int k = 0; k < taken; ++k) {
+        const int64_t bytes = BlockSet::span_bytes(spans[k]);
+        ok[k] = bs.release_pages(block_data(spans[k]), bytes) == 0;
+        washed += ok[k] ? bytes : 0;
+        failed = failed || !ok[k];  // the OS refuses: try again next time
+      }
+      std::lock_guard<SpinLock> guard(shard.lock_);
+      for (int k = 0; k < taken; ++k) bs.put_back_span(spans[k], ok[k]);
+    }
+  }
+  return washed;
+}
+
 void ObjectMgr::visit_fork_locks(ForkLockVisitor& v) {
+  v.visit(wash_lock_, "object_mgr.wash");
   for (SubObjectMgr& s : shards_) v.visit(s.lock_, "object_mgr.shard");
 }
 

@@ -81,7 +81,12 @@ class ObjectMgr {
     for_each([&](BlockSet& bs) { total += f(bs); });
     return total;
   }
-  // fork(): every shard's lock held across the fork.
+  // Washes every free span of every open shard free for `min_free_us` or longer, the
+  // madvise calls outside the shard locks (BlockSet::take_stale_spans): a thread that
+  // allocates meanwhile never waits for them. One washer at a time. Returns bytes washed.
+  int64_t wash_stale_spans(int64_t min_free_us);
+  // fork(): the washer's lock, then every shard's lock, held across the fork (so no span
+  // is ever off the free lists for washing in a child).
   void visit_fork_locks(ForkLockVisitor& v);
 
  private:
@@ -94,6 +99,9 @@ class ObjectMgr {
   // The slow half of lock_any: every open shard (n of them) was busy.
   SubObjectMgr& lock_contended(int n, int start);
 
+  static constexpr int WASH_BATCH = 16;
+
+  SpinLock wash_lock_;  // one washer at a time; taken before any shard lock
   std::atomic<int> open_{1};
   // The window lock_any judges contention over: collisions since it began, and the
   // acquisitions count when it began.

@@ -157,7 +157,7 @@ int64_t ObjectSet::reclaim_idle_spares() {
 
 int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
   reclaim_idle_spares();
-  return mgr_.sum([&](BlockSet& bs) { return bs.wash_stale_spans(min_free_us); });
+  return mgr_.wash_stale_spans(min_free_us);
 }
 
 void ObjectSet::abandon(ThreadHeap* heap) {

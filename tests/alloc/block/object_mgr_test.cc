@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -230,6 +231,80 @@ TEST_F(ObjectMgrTest, ThreadsAllocatingBigObjectsTogetherLoseNothing) {
   for (auto& th : threads) th.join();
   EXPECT_GE(set.object_mgr().open_shards(), 1);
   EXPECT_EQ(set.span_used(), 0);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectMgrTest, WashingIdleSpansHoldsUpNoAllocation) {
+  ObjectSet set(source_);
+  // Spans free beside a live object, so its chunk stays and they stay free spans.
+  void* keep = set.alloc(100 * 1024, 0);
+  std::vector<void*> freed;
+  for (int i = 0; i < 40; ++i) freed.push_back(set.alloc(100 * 1024, 0));
+  void* keep2 = set.alloc(100 * 1024, 0);
+  for (size_t i = 0; i < freed.size(); i += 2) ObjectSet::free(freed[i]);  // not adjacent
+  clock_.advance_ms(5000);
+  // While a span's pages go back (a madvise each), another thread allocates from the
+  // same set: it must not wait for the washing to finish.
+  bool served = true;
+  std::vector<std::thread> allocators;
+  std::vector<void*> got(64, nullptr);
+  std::atomic<int> done{0};
+  const std::thread::id washer = std::this_thread::get_id();
+  os_.set_release_hook([&] {
+    // (Only the washer's: an allocating thread's own frees may wash too.)
+    const int i = static_cast<int>(allocators.size());
+    if (std::this_thread::get_id() != washer || i >= 64) return;
+    const int before = done.load();
+    allocators.emplace_back([&, i] {
+      got[i] = set.alloc(300 * 1024, 0);  // fits no freed span: leaves them to the washer
+      done.fetch_add(1);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (done.load() == before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    served = served && done.load() > before;
+  });
+  const int64_t washed = set.wash_stale_spans(1000 * 1000);
+  os_.set_release_hook(nullptr);
+  for (std::thread& t : allocators) t.join();
+  EXPECT_TRUE(served);
+  EXPECT_GE(washed, 20 * 100 * 1024);
+  EXPECT_GE(allocators.size(), 20u);
+  // Nothing lost: every object back, every span back, the chunks given back.
+  for (void* p : got) {
+    if (p != nullptr) ObjectSet::free(p);
+  }
+  for (size_t i = 1; i < freed.size(); i += 2) ObjectSet::free(freed[i]);
+  ObjectSet::free(keep);
+  ObjectSet::free(keep2);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(ObjectMgrTest, WashedSpansComeBackMergedAndCleanAndAreNotWashedTwice) {
+  ObjectSet set(source_);
+  void* keep = set.alloc(100 * 1024, 0);
+  std::vector<void*> objs;
+  for (int i = 0; i < 6; ++i) objs.push_back(set.alloc(100 * 1024, 0));
+  void* keep2 = set.alloc(100 * 1024, 0);
+  for (void* p : objs) ObjectSet::free(p);  // one free span of 6 objects' blocks
+  clock_.advance_ms(5000);
+  const int64_t first = set.wash_stale_spans(1000 * 1000);
+  EXPECT_GT(first, 0);
+  const int64_t releases = os_.release_calls();
+  EXPECT_EQ(set.wash_stale_spans(0), 0);  // clean already: nothing to wash again
+  EXPECT_EQ(os_.release_calls(), releases);
+  // A washed span is zero: a calloc-style request need not clear it.
+  bool zeroed = false;
+  ABlock* block = ObjectMgr::shard_of(keep).block_set_.alloc_block(6 * 100 * 1024, &zeroed);
+  ASSERT_NE(block, nullptr);
+  EXPECT_TRUE(zeroed);
+  ObjectMgr::shard_of(keep).block_set_.free_block(block);
+  ObjectSet::free(keep);
+  ObjectSet::free(keep2);
+  set.flush_thread_heap();
   EXPECT_EQ(set.hold(), 0);
 }
 
