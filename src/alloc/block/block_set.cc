@@ -108,15 +108,19 @@ int BlockSet::take_stale_spans(int64_t cutoff_us, int* from_len, ABlock** out, i
 }
 
 void BlockSet::put_back_span(ABlock* block, bool washed) {
-  // Back as a free: it merges with its neighbours. The merged span is clean only if they
-  // are, and then free since the newest of their times.
+  // Back as a free: it merges with its neighbours (clean only if they are too).
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (--meta->using_cnt_ == 0) {
     release_chunk(chunk);
     return;
   }
-  FreeSpan state{washed ? 0 : source_.now_us(), washed};
+  insert_merged(block, FreeSpan{washed ? 0 : source_.now_us(), washed});
+}
+
+void BlockSet::insert_merged(ABlock* block, FreeSpan state) {
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
   const int idx = block_index(block);
   const int next_idx = idx + block->nblocks_;
   if (next_idx < MAX_SPAN && !chunk_block(chunk, next_idx)->in_use()) {
@@ -329,34 +333,8 @@ void BlockSet::free_block(ABlock* block) {
   // even when this free is about to join it (the merged span's clock starts again).
   const int64_t now = source_.now_us();
   wash_stale_spans_if_due(now);
-  block->magic_ = ABlock::MAGIC_CODE;
-  int idx = block_index(block);
-  int n = block->nblocks_;
-  const int next_idx = idx + n;
-  if (next_idx < MAX_SPAN) {
-    ABlock* next = chunk_block(chunk, next_idx);
-    if (!next->in_use()) {
-      remove_free(next);
-      n += next->nblocks_;
-      next->magic_ = 0;
-      clear_bit(meta->span_bits_, next_idx);
-    }
-  }
-  if (idx > 0) {
-    const int prev_idx = highest_at_or_below(meta->span_bits_, idx - 1);
-    ABlock* prev = chunk_block(chunk, prev_idx);
-    if (!prev->in_use()) {
-      remove_free(prev);
-      n += prev->nblocks_;
-      block->magic_ = 0;
-      clear_bit(meta->span_bits_, idx);
-      block = prev;
-    }
-  }
-  block->nblocks_ = n;
   // Some of its pages are dirty now: the whole span waits a full idle time again.
-  *free_span(block) = FreeSpan{now, false};
-  insert_free(block);
+  insert_merged(block, FreeSpan{now, false});
 }
 
 }  // namespace achunk

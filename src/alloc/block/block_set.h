@@ -134,6 +134,9 @@ class BlockSet {
     if (a.washed != b.washed) return a.washed ? b : a;
     return FreeSpan{a.freed_us > b.freed_us ? a.freed_us : b.freed_us, a.washed};
   }
+  // A span no longer in use joins its free neighbours and the free lists with `state`
+  // combined with theirs (merged).
+  void insert_merged(ABlock* block, FreeSpan state);
 
   ChunkSource& source_;
   void* context_;
