@@ -74,6 +74,7 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
     return map_new_chunk(size, aligned, hold, HUGE_SLOT, head_align - ACHUNK_ALIGN);
   }
   const int idx = slot_index(aligned, thread_way());
+  if (is_large(idx)) slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
   if (idx != HUGE_SLOT) {
     int from = idx;
     AChunk* cached = pop_chunk_with_size(idx);
@@ -106,13 +107,17 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
 }
 
 AChunk* AChunkMgr::pop_nearest_large(int idx, int* from) {
-  // For a large request, only a chunk idle for RESIZE_MIN_IDLE_US: a size the workload
-  // still asks for is reused as it is, never converted back and forth (each conversion
-  // faults pages in). A huge request has no size of its own in the cache: any will do.
+  // For a large request, only a chunk idle for RESIZE_MIN_IDLE_US, or any chunk of a size
+  // nobody asked for in RESIZE_UNASKED_US: a size the workload still asks for is reused
+  // as it is, never converted back and forth (each conversion faults pages in), while
+  // the sizes a drifting mix left behind serve the new ones at once. A huge request has
+  // no size of its own in the cache: any will do.
   const int64_t now = clock_.now_us();
-  const int64_t min_idle = idx == HUGE_SLOT ? 0 : RESIZE_MIN_IDLE_US;
   auto pop_idle = [&](int i) {
-    AChunk* chunk = slots_[i].free_list_.pop_idle(now, min_idle);
+    const bool unasked =
+        idx == HUGE_SLOT ||
+        now - slots_[i].asked_us_.load(std::memory_order_relaxed) >= RESIZE_UNASKED_US;
+    AChunk* chunk = slots_[i].free_list_.pop_idle(now, unasked ? 0 : RESIZE_MIN_IDLE_US);
     if (chunk != nullptr) uncache(chunk, i);
     return chunk;
   };

@@ -42,8 +42,10 @@ class AChunkMgr {
   // Cached chunks per slot whose resident pages get_stats measures (the rest count whole).
   static constexpr int RESIDENT_SAMPLE = 64;
   // A cached large chunk is resized for a request of another size only once it has been
-  // idle this long (see pop_nearest_large).
+  // idle this long, or once nobody has asked for its size for RESIZE_UNASKED_US (see
+  // pop_nearest_large).
   static constexpr int64_t RESIZE_MIN_IDLE_US = 100'000;
+  static constexpr int64_t RESIZE_UNASKED_US = 10'000;
 
   AChunkMgr(Os& os, const Clock& clock);
   // Unmaps every cached chunk. Chunks still handed out are the caller's leak.
@@ -139,6 +141,8 @@ class AChunkMgr {
     // Reuse pops the cache then had to unmap (the hold could not be reconciled); a hit
     // is a reuse pop that is not one of these.
     std::atomic<int64_t> failed_reuses_{0};
+    // When a request last asked for this large size (0: never).
+    std::atomic<int64_t> asked_us_{0};
   };
 
   static bool is_large(int idx) { return idx >= NORMAL_ACHUNK_NWAY && idx < HUGE_SLOT; }

@@ -187,11 +187,11 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   expect_consistent();
 }
 
-TEST_F(AChunkMgrTest, AChunkCachedAMomentAgoIsNotResizedForAnotherSize) {
+TEST_F(AChunkMgrTest, AChunkOfASizeAskedForAMomentAgoIsNotResizedForAnotherSize) {
   // A workload cycling through several sizes keeps one chunk of each cached, rather than
   // converting them back and forth (each conversion faults pages in).
   mgr_.free_chunk(alloc_mb(4));
-  clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US - 1);
+  clock_.advance_us(AChunkMgr::RESIZE_UNASKED_US - 1);
   AChunk* twelve = alloc_mb(12);
   EXPECT_EQ(os_.map_calls(), 2);
   EXPECT_EQ(os_.resize_calls(), 0);
@@ -201,6 +201,49 @@ TEST_F(AChunkMgrTest, AChunkCachedAMomentAgoIsNotResizedForAnotherSize) {
   EXPECT_EQ(os_.map_calls(), 2);
   mgr_.free_chunk(four);
   EXPECT_EQ(mgr_.get_stats(false).cache_misses, 2);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AChunkOfASizeStillAskedForIsResizedOnlyOnceIdleForLong) {
+  // Two 4 MiB chunks in a stationary mix: one stays cached while the other is asked for
+  // again and again. The cached one keeps its size until it has idled RESIZE_MIN_IDLE_US.
+  AChunk* kept = alloc_mb(4);
+  AChunk* busy = alloc_mb(4);
+  mgr_.free_chunk(kept);
+  const int64_t step = AChunkMgr::RESIZE_UNASKED_US / 2;
+  for (int64_t idle = step; idle < AChunkMgr::RESIZE_MIN_IDLE_US; idle += step) {
+    clock_.advance_us(step);
+    mgr_.free_chunk(busy);
+    busy = alloc_mb(4);
+  }
+  AChunk* twelve = alloc_mb(12);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(os_.map_calls(), 3);
+  mgr_.free_chunk(twelve);
+  clock_.advance_us(step);
+  mgr_.free_chunk(busy);
+  busy = alloc_mb(4);
+  // Idle RESIZE_MIN_IDLE_US now: surplus, and resized for the next size that misses.
+  AChunk* eighteen = alloc_mb(18);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(os_.map_calls(), 3);
+  mgr_.free_chunk(eighteen);
+  mgr_.free_chunk(busy);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AChunkOfASizeNobodyAsksForAnyMoreServesAnotherSizeAtOnce) {
+  // A drifting mix: 4 MiB was last asked for a while ago; the chunk freed just now is
+  // resized for the new size rather than a new mapping faulted in beside it.
+  AChunk* four = alloc_mb(4);
+  clock_.advance_us(AChunkMgr::RESIZE_UNASKED_US);
+  mgr_.free_chunk(four);
+  AChunk* twelve = alloc_mb(12);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(twelve->aligned(), 12 * MB);
+  mgr_.free_chunk(twelve);
+  EXPECT_EQ(mgr_.get_stats(false).cache_resizes, 1);
   expect_consistent();
 }
 
