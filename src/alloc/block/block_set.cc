@@ -72,37 +72,33 @@ int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
 
 int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
   int64_t washed = 0;
-  for (int n = 1; n <= MAX_SPAN; ++n) {
-    for (ABlock* block = free_lists_[n]; block != nullptr; block = block->next_) {
-      // A washed span stays clean while free: nobody touches a free span's pages.
-      FreeSpan* state = free_span(block);
-      if (state->washed || state->freed_us > cutoff_us) continue;
-      const int64_t bytes = n * ABLOCK_SIZE;
-      if (source_.release_pages(block_data(block), bytes) == 0) {
-        washed += bytes;
-        state->washed = true;
-      }
-    }
+  ABlock* block = dirty_head_;
+  while (block != nullptr) {
+    ++wash_visits_;
+    FreeSpan* state = free_span(block);
+    if (state->freed_us > cutoff_us) break;
+    ABlock* next = state->dirty_next;
+    const int64_t bytes = block->nblocks_ * ABLOCK_SIZE;
+    if (source_.release_pages(block_data(block), bytes) != 0) break;  // try again next time
+    // A washed span stays clean while free: nobody touches a free span's pages.
+    unlink_dirty(block);
+    state->washed = true;
+    washed += bytes;
+    block = next;
   }
   return washed;
 }
 
-int BlockSet::take_stale_spans(int64_t cutoff_us, int* from_len, ABlock** out, int max) {
+int BlockSet::take_stale_spans(int64_t cutoff_us, ABlock** out, int max) {
   int taken = 0;
-  for (int n = *from_len; n <= MAX_SPAN && taken < max; ++n) {
-    *from_len = n;
-    ABlock* block = free_lists_[n];
-    while (block != nullptr && taken < max) {
-      ABlock* next = block->next_;
-      const FreeSpan* state = free_span(block);
-      if (!state->washed && state->freed_us <= cutoff_us) {
-        remove_free(block);
-        block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
-        ++chunk_meta(AChunk::ptr2chunk(block))->using_cnt_;  // keeps the chunk held
-        out[taken++] = block;
-      }
-      block = next;
-    }
+  while (dirty_head_ != nullptr && taken < max) {
+    ++wash_visits_;
+    ABlock* block = dirty_head_;
+    if (free_span(block)->freed_us > cutoff_us) break;
+    remove_free(block);
+    block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
+    ++chunk_meta(AChunk::ptr2chunk(block))->using_cnt_;  // keeps the chunk held
+    out[taken++] = block;
   }
   return taken;
 }
@@ -196,6 +192,7 @@ void BlockSet::insert_free(ABlock* block) {
   if (free_lists_[n] != nullptr) free_lists_[n]->prev_ = block;
   free_lists_[n] = block;
   set_bit(avail_bits_, n);
+  if (!free_span(block)->washed) link_dirty(block);
 }
 
 void BlockSet::remove_free(ABlock* block) {
@@ -208,6 +205,49 @@ void BlockSet::remove_free(ABlock* block) {
   if (block->next_ != nullptr) block->next_->prev_ = block->prev_;
   block->prev_ = block->next_ = nullptr;
   if (free_lists_[n] == nullptr) clear_bit(avail_bits_, n);
+  if (!free_span(block)->washed) unlink_dirty(block);
+}
+
+bool BlockSet::dirty_list_consistent() const {
+  int64_t dirty = 0;
+  for_each_free_span([&](ABlock* block, int64_t) { dirty += free_span(block)->washed ? 0 : 1; });
+  int64_t listed = 0;
+  const ABlock* prev = nullptr;
+  for (ABlock* block = dirty_head_; block != nullptr; block = free_span(block)->dirty_next) {
+    const FreeSpan* state = free_span(block);
+    if (block->in_use() || state->washed || state->dirty_prev != prev || ++listed > dirty) {
+      return false;
+    }
+    prev = block;
+  }
+  return listed == dirty && dirty_tail_ == prev;
+}
+
+void BlockSet::link_dirty(ABlock* block) {
+  FreeSpan* state = free_span(block);
+  state->dirty_prev = dirty_tail_;
+  state->dirty_next = nullptr;
+  if (dirty_tail_ != nullptr) {
+    free_span(dirty_tail_)->dirty_next = block;
+  } else {
+    dirty_head_ = block;
+  }
+  dirty_tail_ = block;
+}
+
+void BlockSet::unlink_dirty(ABlock* block) {
+  FreeSpan* state = free_span(block);
+  if (state->dirty_prev != nullptr) {
+    free_span(state->dirty_prev)->dirty_next = state->dirty_next;
+  } else {
+    dirty_head_ = state->dirty_next;
+  }
+  if (state->dirty_next != nullptr) {
+    free_span(state->dirty_next)->dirty_prev = state->dirty_prev;
+  } else {
+    dirty_tail_ = state->dirty_prev;
+  }
+  state->dirty_prev = state->dirty_next = nullptr;
 }
 
 int BlockSet::find_free(int nblocks) const {

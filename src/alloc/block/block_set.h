@@ -55,11 +55,15 @@ class BlockSet {
   int64_t wash_stale_spans(int64_t min_free_us);
   // Washing without holding the owner's lock across the madvise calls: take_stale_spans
   // moves up to `max` free spans not washed and free since `cutoff_us` or before off the
-  // free lists into out[] (marked in use, so nothing allocates, grows or merges into them),
-  // starting at span length *from_len and leaving there the length to resume at; the
-  // caller releases their pages unlocked and hands each back with put_back_span, washed
-  // or not. Returns how many it took.
-  int take_stale_spans(int64_t cutoff_us, int* from_len, ABlock** out, int max);
+  // free lists into out[] (marked in use, so nothing allocates, grows or merges into them);
+  // the caller releases their pages unlocked and hands each back with put_back_span,
+  // washed or not. Returns how many it took. O(taken + 1): see dirty_head_.
+  int take_stale_spans(int64_t cutoff_us, ABlock** out, int max);
+  // Free spans the washing paths looked at so far (a test counts them per span washed).
+  uint64_t wash_visits() const { return wash_visits_; }
+  // True if every free span not washed is on the dirty list once, the list is linked
+  // both ways, and nothing else is on it. O(free spans): for tests.
+  bool dirty_list_consistent() const;
   void put_back_span(ABlock* block, bool washed);
   // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
   // quarter of the source's span idle time, washes the spans free for a whole idle time;
@@ -125,10 +129,16 @@ class BlockSet {
     // No page holds anything: given back since, or never touched since the chunk was
     // mapped. Nothing writes to a free span's pages, so it stays true while free.
     bool washed;
+    // The dirty list (a span not washed is on it while free); set by insert_free.
+    ABlock* dirty_prev;
+    ABlock* dirty_next;
   };
+  static_assert(sizeof(FreeSpan) <= sizeof(ABlock::owner_area_));
   static FreeSpan* free_span(ABlock* block) {
     return reinterpret_cast<FreeSpan*>(block->owner_area_);
   }
+  void link_dirty(ABlock* block);
+  void unlink_dirty(ABlock* block);
   // The state of two adjacent free spans joined: clean only if both are.
   static FreeSpan merged(FreeSpan a, FreeSpan b) {
     if (a.washed != b.washed) return a.washed ? b : a;
@@ -148,6 +158,13 @@ class BlockSet {
   int64_t used_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
   int64_t chunk_cnt_ = 0;
+  // Every free span not washed, in the order it joined the free lists: the ones free the
+  // longest come first, so washing looks only at spans it washes (and one more). A split
+  // or merge keeps the older time and goes to the end: it is washed late by at most the
+  // time it had already been free.
+  ABlock* dirty_head_ = nullptr;
+  ABlock* dirty_tail_ = nullptr;
+  uint64_t wash_visits_ = 0;
 };
 
 template <typename F>

@@ -68,13 +68,12 @@ int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
     SubObjectMgr& shard = shards_[i];
     BlockSet& bs = shard.block_set_;
     const int64_t cutoff = bs.now_us() - min_free_us;
-    int from_len = 1;
     for (bool failed = false; !failed;) {
       ABlock* spans[WASH_BATCH];
       int taken;
       {
         std::lock_guard<SpinLock> guard(shard.lock_);
-        taken = bs.take_stale_spans(cutoff, &from_len, spans, WASH_BATCH);
+        taken = bs.take_stale_spans(cutoff, spans, WASH_BATCH);
       }
       if (taken == 0) break;
       bool ok[WASH_BATCH];

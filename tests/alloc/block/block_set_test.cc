@@ -175,12 +175,70 @@ TEST_F(BlockSetTest, RandomSequenceAgainstAModel) {
     }
     ASSERT_EQ(set.used(), model_used);
     ASSERT_LE(set.used(), set.hold());
+    // Time passes and washing runs both ways, so spans of every age and state split and
+    // merge; the list of spans to wash must stay exact through all of it.
+    if (step % 50 == 0) clock_.advance_us(static_cast<int64_t>(rng() % 2'000'000));
+    if (step % 200 == 0) set.wash_stale_spans(1'000'000);
+    if (step % 200 == 100) {
+      ABlock* taken[4];
+      const int n = set.take_stale_spans(clock_.now_us() - 1'000'000, taken, 4);
+      ASSERT_TRUE(set.dirty_list_consistent());
+      for (int k = 0; k < n; ++k) set.put_back_span(taken[k], k % 2 == 0);
+    }
+    ASSERT_TRUE(set.dirty_list_consistent()) << "step " << step;
   }
   for (auto& [b, info] : live) set.free_block(b);
   EXPECT_EQ(set.hold(), 0);
   EXPECT_EQ(set.chunk_count(), 0);
   EXPECT_EQ(mgr_.get_used(), 0);
   expect_consistent();
+}
+
+TEST_F(BlockSetTest, WashingLooksOnlyAtTheSpansItWashes) {
+  // Spans freed long ago, then ever more spans freed a moment ago: each wash looks at the
+  // spans it washes and one more, however many recent (or washed) spans there are.
+  source_.set_span_idle_ms(-1);  // no washing on frees: only the calls below wash
+  BlockSet set(source_);
+  std::vector<ABlock*> blocks;
+  for (int i = 0; i < 2 * (40 + 100 + 200); ++i) blocks.push_back(set.alloc_block(ABLOCK_SIZE));
+  size_t next = 0;
+  auto free_spans = [&](int n) {  // every other block, so no two free spans merge
+    for (int i = 0; i < n; ++i, next += 2) set.free_block(blocks[next + 1]);
+  };
+  free_spans(40);
+  clock_.advance_us(10 * 1000 * 1000);
+  for (int recent : {100, 200}) {
+    free_spans(recent);
+    const uint64_t before = set.wash_visits();
+    const int64_t washed = set.wash_stale_spans(5 * 1000 * 1000);
+    const uint64_t visits = set.wash_visits() - before;
+    if (recent == 100) {
+      EXPECT_EQ(washed, 40 * ABLOCK_SIZE);
+      EXPECT_EQ(visits, 41u);
+    } else {
+      EXPECT_EQ(washed, 0);
+      EXPECT_EQ(visits, 1u);
+    }
+  }
+  // The unlocked path takes the same spans in the same order.
+  clock_.advance_us(10 * 1000 * 1000);
+  ABlock* taken[16];
+  uint64_t before = set.wash_visits();
+  ASSERT_EQ(set.take_stale_spans(clock_.now_us() - 5 * 1000 * 1000, taken, 16), 16);
+  EXPECT_EQ(set.wash_visits() - before, 16u);
+  for (ABlock* b : taken) set.put_back_span(b, true);
+  before = set.wash_visits();
+  int total = 16;
+  while (int n = set.take_stale_spans(clock_.now_us() - 5 * 1000 * 1000, taken, 16)) {
+    for (int k = 0; k < n; ++k) set.put_back_span(taken[k], true);
+    total += n;
+  }
+  EXPECT_EQ(total, 300);
+  EXPECT_LE(set.wash_visits() - before, 300u - 16u + 1u);
+  EXPECT_EQ(set.wash_stale_spans(0), 0);  // all clean now
+  for (size_t i = 0; i < blocks.size(); i += 2) set.free_block(blocks[i]);
+  for (size_t i = next + 1; i < blocks.size(); i += 2) set.free_block(blocks[i]);
+  EXPECT_EQ(set.hold(), 0);
 }
 
 }  // namespace
