@@ -160,8 +160,8 @@ class BlockSet {
   int64_t chunk_cnt_ = 0;
   // Every free span not washed, in the order it joined the free lists: the ones free the
   // longest come first, so washing looks only at spans it washes (and one more). A split
-  // or merge keeps the older time and goes to the end: it is washed late by at most the
-  // time it had already been free.
+  // tail keeps its time but goes to the end: it is washed late by at most the time it
+  // had already been free.
   ABlock* dirty_head_ = nullptr;
   ABlock* dirty_tail_ = nullptr;
   uint64_t wash_visits_ = 0;
