@@ -59,7 +59,7 @@ void BM_GlibcMallocFree(benchmark::State& s) {
 }
 
 // One object at a time: each free empties its slab, and the next malloc takes the slab
-// back (since stop 14 through the slow path: the emptied slab is parked as the spare).
+// back through the slow path: the emptied slab is parked as the spare.
 template <typename Api>
 void lone_pairs(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
