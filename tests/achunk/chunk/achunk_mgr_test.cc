@@ -211,18 +211,17 @@ TEST_F(AChunkMgrTest, AChunkOfASizeStillAskedForIsResizedOnlyOnceIdleForLong) {
   AChunk* busy = alloc_mb(4);
   mgr_.free_chunk(kept);
   const int64_t step = AChunkMgr::RESIZE_UNASKED_US / 2;
-  for (int64_t idle = step; idle < AChunkMgr::RESIZE_MIN_IDLE_US; idle += step) {
+  auto ask_again = [&] {
     clock_.advance_us(step);
     mgr_.free_chunk(busy);
     busy = alloc_mb(4);
-  }
+  };
+  for (int64_t idle = step; idle < AChunkMgr::RESIZE_MIN_IDLE_US; idle += step) ask_again();
   AChunk* twelve = alloc_mb(12);
   EXPECT_EQ(os_.resize_calls(), 0);
   EXPECT_EQ(os_.map_calls(), 3);
   mgr_.free_chunk(twelve);
-  clock_.advance_us(step);
-  mgr_.free_chunk(busy);
-  busy = alloc_mb(4);
+  ask_again();
   // Idle RESIZE_MIN_IDLE_US now: surplus, and resized for the next size that misses.
   AChunk* eighteen = alloc_mb(18);
   EXPECT_EQ(os_.resize_calls(), 1);
