@@ -85,29 +85,38 @@ struct Mailbox {
     std::lock_guard<std::mutex> lock(mu);
     batches.push_back(std::move(b));
   }
-  bool take(std::vector<void*>* out) {
+  // The oldest batch, if more than `keep` are queued.
+  bool take(std::vector<void*>* out, size_t keep = 0) {
     std::lock_guard<std::mutex> lock(mu);
-    if (batches.empty()) return false;
+    if (batches.size() <= keep) return false;
     *out = std::move(batches.front());
     batches.pop_front();
     return true;
   }
+  size_t queued() {
+    std::lock_guard<std::mutex> lock(mu);
+    return batches.size();
+  }
 };
 
-// One producer allocates small objects; two consumers free them.
+// One producer allocates small objects; two consumers free them. The pipeline has a fixed
+// depth: consumers take a batch only while more than PIPELINE_DEPTH are queued, and the
+// producer waits while more than PIPELINE_DEPTH + 2 are. So every allocator runs with the
+// same objects in flight, and peak RSS compares what each holds, not how far its
+// producer got ahead of the consumers.
+constexpr size_t PIPELINE_DEPTH = 32;
+
 void prodcons() {
   Mailbox box;
   std::atomic<bool> done{false};
-  std::atomic<int64_t> backlog{0};
   auto consumer = [&] {
     std::vector<void*> batch;
     while (true) {
-      if (box.take(&batch)) {
+      const bool last = done.load();
+      if (box.take(&batch, last ? 0 : PIPELINE_DEPTH)) {
         for (void* p : batch) free(p);
-        backlog.fetch_sub(1);
-      } else if (done.load()) {
-        if (!box.take(&batch)) return;
-        for (void* p : batch) free(p);
+      } else if (last) {
+        return;
       } else {
         std::this_thread::yield();
       }
@@ -123,11 +132,7 @@ void prodcons() {
       touch(p, s);
     }
     box.put(std::move(batch));
-    // Bounded backlog, as a real pipeline would have.
-    while (backlog.fetch_add(1) > 64) {
-      backlog.fetch_sub(1);
-      std::this_thread::yield();
-    }
+    while (box.queued() > PIPELINE_DEPTH + 2) std::this_thread::yield();
   }
   done = true;
   c1.join();
