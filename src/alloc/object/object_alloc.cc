@@ -85,18 +85,16 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
     return;
   }
   // Another thread's slab (or a disowned one): a lock-free push its owner collects.
-  // Acquire too: replacing REMOTE_NOTIFY hands the slab, as its disowner left it, on.
-  void* head = slab->remote_free_.load(std::memory_order_relaxed);
-  void* word;
+  // Acquire too: clearing REMOTE_NOTIFY hands the slab, as its disowner left it, on.
+  uintptr_t head = slab->remote_free_.load(std::memory_order_relaxed);
+  uintptr_t word;
   do {
-    const uintptr_t h = head == Slab::REMOTE_NOTIFY ? 0 : reinterpret_cast<uintptr_t>(head);
-    *static_cast<void**>(ptr) = reinterpret_cast<void*>(h & Slab::REMOTE_HEAD_MASK);
-    const uintptr_t count = (h >> Slab::REMOTE_COUNT_SHIFT) + 1;
-    word = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(ptr) |
-                                   count << Slab::REMOTE_COUNT_SHIFT);
+    *static_cast<void**>(ptr) = reinterpret_cast<void*>(head & Slab::REMOTE_HEAD_MASK);
+    const uintptr_t count = (head >> Slab::REMOTE_COUNT_SHIFT) + 1;
+    word = reinterpret_cast<uintptr_t>(ptr) | count << Slab::REMOTE_COUNT_SHIFT;
   } while (!slab->remote_free_.compare_exchange_weak(head, word, std::memory_order_acq_rel,
                                                      std::memory_order_relaxed));
-  if (head != Slab::REMOTE_NOTIFY) return;
+  if ((head & Slab::REMOTE_NOTIFY) == 0) return;
   // This free made a disowned slab findable. Its former owner takes it straight back, so
   // a thread freeing its own objects keeps its slabs (and their cache lines) rather than
   // handing them to whichever heap refills next; any other thread's free makes it ready.

@@ -195,7 +195,7 @@ bool ObjectSet::disown(ABlock* block) {
   Slab* slab = slab_of(block);
   // Before the tag: once tagged, a free may hand the slab to another heap at once.
   slab->owner_thread_.store(disowned_by_this_thread(), std::memory_order_relaxed);
-  void* expected = nullptr;
+  uintptr_t expected = 0;
   if (slab->remote_free_.compare_exchange_strong(
           expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
     return true;
@@ -208,16 +208,19 @@ void ObjectSet::settle(ABlock* block) {
   Slab* slab = slab_of(block);
   slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
   slabs_settled_.fetch_add(1, std::memory_order_relaxed);
+  ThreadHeap::collect(slab);
+  // Frees still pending (the slab kept local slots) stay listed under the tag, and count
+  // as frees: settling never walks a list.
+  uintptr_t word = slab->remote_free_.load(std::memory_order_acquire);
   while (true) {
-    ThreadHeap::collect(slab);
-    if (slab->used_ == 0) {
+    if (slab->used_ == static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT)) {
       free_span(block);
       slabs_settled_empty_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    void* expected = nullptr;
-    if (slab->remote_free_.compare_exchange_strong(
-            expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
+    if (slab->remote_free_.compare_exchange_weak(word, word | Slab::REMOTE_NOTIFY,
+                                                 std::memory_order_release,
+                                                 std::memory_order_acquire)) {
       return;
     }
   }

@@ -192,7 +192,7 @@ class ObjectSet {
   // Whoever holds a slab alone (an exiting owner, settle_ready) gives it back if it is
   // empty, or else disowns it.
   void settle(ABlock* block);
-  // A free replaced REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
+  // A free cleared REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
   void push_ready(ABlock* block);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
   // usage scan never sees it half written); nullptr when the shard's BlockSet fails.

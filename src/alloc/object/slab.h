@@ -57,9 +57,12 @@ inline constexpr int64_t CARVE_BYTES = 4096;
 
 // A slab's state, kept in its ABlock's owner area.
 struct Slab {
-  static inline void* const REMOTE_NOTIFY = reinterpret_cast<void*>(uintptr_t{1});
+  // remote_free_'s word: the list head (a 16-aligned user pointer below 2^48), the
+  // REMOTE_NOTIFY bit, and the list's length in the top 16 bits.
+  static constexpr uintptr_t REMOTE_NOTIFY = 1;
   static constexpr int REMOTE_COUNT_SHIFT = 48;
-  static constexpr uintptr_t REMOTE_HEAD_MASK = (uintptr_t{1} << REMOTE_COUNT_SHIFT) - 1;
+  static constexpr uintptr_t REMOTE_HEAD_MASK =
+      ((uintptr_t{1} << REMOTE_COUNT_SHIFT) - 1) & ~REMOTE_NOTIFY;
   static constexpr uint16_t BIG = 0xFFFF;      // sc_ of a span holding one big object
   static constexpr uint16_t HEAP = 0xFFFE;     // sc_ of a span holding a ThreadHeap
   static constexpr uint16_t FOREIGN = 0xFFFD;  // sc_ of a span lent out by alloc_span
@@ -71,11 +74,12 @@ struct Slab {
   std::atomic<const void*> owner_thread_{nullptr};
   static constexpr uintptr_t DISOWNED = 1;
   void* local_free_ = nullptr;  // owner only: free slots (user pointers)
-  // Other threads' frees: the list head (a user pointer, below 2^48) with the list's
-  // length in the top 16 bits, so the owner takes the list without walking it. A
-  // disowned slab with no free on it holds REMOTE_NOTIFY here: the free that replaces it
-  // pushes the slab onto the set's ready stack, so exactly one free per disowning does.
-  std::atomic<void*> remote_free_{nullptr};
+  // Other threads' frees: the list head with the list's length in the top 16 bits, so
+  // the owner takes the list without walking it. A slab nobody owns (disowned, or
+  // settled with live objects) has the REMOTE_NOTIFY bit set, on an empty list or on
+  // the frees still pending when it was settled: the free that clears the bit pushes
+  // the slab onto the set's ready stack, so exactly one free per disowning does.
+  std::atomic<uintptr_t> remote_free_{0};
   int32_t used_ = 0;  // owner only: objects out, net of frees seen
   uint16_t sc_ = 0;
   uint16_t capacity_ = 0;

@@ -8,22 +8,17 @@
 namespace achunk {
 
 void ThreadHeap::collect(Slab* slab) {
+  // Joining the two lists would walk one of them, a cache miss per object another core
+  // freed: while local slots remain, the remote ones wait for the next refill.
+  if (slab->local_free_ != nullptr) return;
   // A plain load first: most refills find no remote frees, and the exchange is a locked
   // instruction.
-  if (slab->remote_free_.load(std::memory_order_relaxed) == nullptr) return;
-  const uintptr_t word =
-      reinterpret_cast<uintptr_t>(slab->remote_free_.exchange(nullptr, std::memory_order_acquire));
+  if (slab->remote_free_.load(std::memory_order_relaxed) == 0) return;
+  const uintptr_t word = slab->remote_free_.exchange(0, std::memory_order_acquire);
   if (word == 0) return;
-  void* list = reinterpret_cast<void*>(word & Slab::REMOTE_HEAD_MASK);
   slab->used_ -= static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
-  // A refill collects a slab with no local free slot: the list becomes it as it is, and
-  // its objects are touched only when handed out.
-  if (slab->local_free_ != nullptr) {
-    void* tail = list;
-    while (*static_cast<void**>(tail) != nullptr) tail = *static_cast<void**>(tail);
-    *static_cast<void**>(tail) = slab->local_free_;
-  }
-  slab->local_free_ = list;
+  // The list becomes the local one as it is: its objects are touched only when handed out.
+  slab->local_free_ = reinterpret_cast<void*>(word & Slab::REMOTE_HEAD_MASK);
 }
 
 void ThreadHeap::link(int sc, ABlock* block) {
@@ -199,7 +194,7 @@ void* ThreadHeap::alloc_slow(int sc) {
   if (ABlock* block = full_tail_[sc]) {
     ++slabs_visited_;
     Slab* slab = slab_of(block);
-    if (slab->remote_free_.load(std::memory_order_relaxed) != nullptr) {
+    if (slab->remote_free_.load(std::memory_order_relaxed) != 0) {
       unlink_full(sc, block);
       collect(slab);
       return take(sc, block);

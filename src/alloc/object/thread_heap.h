@@ -102,8 +102,9 @@ class ThreadHeap {
   ABlock* pop_spare(int sc);
   // Makes `block` (which has a free slot) current and takes a slot from it.
   void* take(int sc, ABlock* block);
-  // Moves the slab's remote frees to its local list (owner, or whoever holds the slab
-  // alone); the slab is never tagged REMOTE_NOTIFY then.
+  // Makes the slab's remote frees its local list when that is empty (owner, or whoever
+  // holds the slab alone); the slab is never tagged REMOTE_NOTIFY then. Never walks a
+  // list: with local slots left, the remote frees stay pending.
   static void collect(Slab* slab);
   // partial_ list operations (ABlock prev_/next_).
   void link(int sc, ABlock* block);

@@ -184,6 +184,94 @@ TEST_F(SlabFlowTest, ASlabItsFormerOwnerEmptiesGoesBackAtOnce) {
   EXPECT_EQ(set.span_used(), 0);
 }
 
+// Allocates objects of 100 B until one lands in a second slab: returns them, the first
+// slab's objects first.
+std::vector<void*> fill_one_slab(ObjectSet& set) {
+  std::vector<void*> objs{set.alloc(100, 0)};
+  ABlock* first = BlockSet::ptr2block(header_of(objs[0]));
+  while (BlockSet::ptr2block(header_of(objs.back())) == first) objs.push_back(set.alloc(100, 0));
+  return objs;
+}
+uint64_t pending_frees(ABlock* block) {
+  return slab_of(block)->remote_free_.load() >> Slab::REMOTE_COUNT_SHIFT;
+}
+
+// Joining another thread's frees to the local ones would walk them, a cache miss each:
+// they wait until the local slots are used, then are taken whole.
+TEST_F(SlabFlowTest, OtherThreadsFreesWaitUntilTheLocalSlotsRunOut) {
+  ObjectSet set(source_);
+  std::vector<void*> objs = fill_one_slab(set);
+  ABlock* first = BlockSet::ptr2block(header_of(objs[0]));
+  ObjectSet::free(objs[0]);  // a local slot
+  std::thread([&] {
+    for (int i = 1; i <= 10; ++i) ObjectSet::free(objs[i]);
+  }).join();
+  ASSERT_EQ(pending_frees(first), 10u);
+  const int64_t used = set.span_used();
+  // Use up the second slab; the refill after it takes the first for its local slot.
+  void* p = nullptr;
+  for (int i = 0; i < 1000 && (p == nullptr || BlockSet::ptr2block(header_of(p)) != first); ++i) {
+    p = set.alloc(100, 0);
+    objs.push_back(p);
+  }
+  ASSERT_EQ(BlockSet::ptr2block(header_of(p)), first);
+  EXPECT_EQ(pending_frees(first), 10u);
+  // The next allocation takes the ten, not a new slab.
+  for (int i = 0; i < 10; ++i) {
+    objs.push_back(set.alloc(100, 0));
+    EXPECT_EQ(BlockSet::ptr2block(header_of(objs.back())), first);
+  }
+  EXPECT_EQ(pending_frees(first), 0u);
+  EXPECT_EQ(set.span_used(), used);
+  for (size_t i = 11; i < objs.size(); ++i) ObjectSet::free(objs[i]);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// An exiting thread's slab with local slots keeps another thread's pending frees, counted
+// as frees: it goes back if they empty it, else the next free makes it ready.
+TEST_F(SlabFlowTest, SettlingCountsPendingFreesWithoutTakingThem) {
+  ObjectSet set(source_);
+  std::vector<void*> emptied, kept;
+  ABlock* emptied_slab = nullptr;
+  ABlock* kept_slab = nullptr;
+  std::thread([&] {
+    emptied = fill_one_slab(set);
+    kept = fill_one_slab(set);
+    emptied_slab = BlockSet::ptr2block(header_of(emptied[0]));
+    kept_slab = BlockSet::ptr2block(header_of(kept[0]));
+    ObjectSet::free(emptied[0]);
+    ObjectSet::free(kept[0]);
+    // While this thread still owns them: every other object of one, ten of the other.
+    std::thread([&] {
+      for (size_t i = 1; i + 1 < emptied.size(); ++i) ObjectSet::free(emptied[i]);
+      for (int i = 1; i <= 10; ++i) ObjectSet::free(kept[i]);
+    }).join();
+  }).join();
+  const int64_t slab = slab_bytes(size_class_of(100));
+  EXPECT_GE(set.slabs_settled_empty(), 1);
+  EXPECT_EQ(slab_of(emptied_slab)->remote_free_.load() & Slab::REMOTE_NOTIFY, 0u);
+  EXPECT_EQ(pending_frees(kept_slab), 10u);
+  EXPECT_NE(slab_of(kept_slab)->remote_free_.load() & Slab::REMOTE_NOTIFY, 0u);
+  // One more free clears the tag and pushes the slab to the ready stack: this thread's
+  // refill adopts it, its slots come before any new slab.
+  ObjectSet::free(kept[11]);
+  EXPECT_EQ(slab_of(kept_slab)->remote_free_.load() & Slab::REMOTE_NOTIFY, 0u);
+  const int64_t used = set.span_used();
+  std::vector<void*> mine;
+  for (int i = 0; i < 12; ++i) {
+    mine.push_back(set.alloc(100, 0));
+    EXPECT_EQ(BlockSet::ptr2block(header_of(mine.back())), kept_slab);
+  }
+  EXPECT_LE(set.span_used(), used + slab);
+  for (void* p : mine) ObjectSet::free(p);
+  ObjectSet::free(emptied.back());
+  for (size_t i = 12; i < kept.size(); ++i) ObjectSet::free(kept[i]);
+  set.flush_thread_heap();
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // Objects carry their size and a fill byte derived from their address, checked at free.
 struct Obj {
   void* p;
