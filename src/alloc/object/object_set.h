@@ -74,10 +74,10 @@ class ObjectSet {
   static inline void free(void* ptr);  // defined in thread_heap.h
   // The same when the caller already found the object's span (inline, in thread_heap.h).
   static inline void free(void* ptr, ABlock* block);
-  // The common free, every check included: a small object in use on one of the calling
-  // thread's slabs, its canary intact. Returns false, touching nothing, for anything else
-  // (other threads' slabs, big objects, any failed check): the caller's full path then
-  // frees it or reports what is wrong. `ptr` must not be null.
+  // The common free, every check included: a small object in use on a slab of any thread
+  // (or of none), its canary intact. Returns false, touching nothing, for anything else
+  // (big objects, aligned pointers, any failed check): the caller's full path then frees
+  // it or reports what is wrong. `ptr` must not be null.
   static inline bool try_free_fast(void* ptr);
   // Carves the slab's next page of slots onto its free list (owner only); false when the
   // whole slab is carved already.
@@ -277,11 +277,16 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
     return false;
   }
   Slab* slab = slab_of(block);
-  if (!owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) return false;
+  if (slab->sc_ >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
   store_header(ptr, h ^ IN_USE_TO_FREE);
-  ThreadHeap::free_local(block, slab, ptr);
+  // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
+  if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
+    ThreadHeap::free_local(block, slab, ptr);
+  } else {
+    free_slow(ptr, block, slab);
+  }
   return true;
 }
 

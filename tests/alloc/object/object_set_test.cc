@@ -129,18 +129,38 @@ TEST_F(ObjectSetTest, TheFastFreeFindsSlotsInEveryBlockOfASlab) {
   EXPECT_EQ(set.hold(), 0);
 }
 
-TEST_F(ObjectSetTest, TheFastFreeRefusesWhatIsNotAnObjectOfItsThread) {
+TEST_F(ObjectSetTest, TheFastFreeRefusesWhatIsNotAnObject) {
   ObjectSet set(source_);
   void* p = set.alloc(64, 0);
+  void* big = set.alloc(SMALL_OBJECT_MAX + 1, 0);
   AChunk* chunk = AChunk::ptr2chunk(p);
   // A "header" in the chunk's block-header area, and one in no span at all.
   EXPECT_FALSE(ObjectSet::try_free_fast(chunk->data()));
   EXPECT_FALSE(ObjectSet::try_free_fast(static_cast<char*>(chunk->data()) + ACHUNK_SIZE - 4096));
   EXPECT_FALSE(ObjectSet::try_free_fast(static_cast<char*>(p) + 16));  // inside the object
-  std::thread other([&] { EXPECT_FALSE(ObjectSet::try_free_fast(p)); });
-  other.join();
+  EXPECT_FALSE(ObjectSet::try_free_fast(big));  // big objects take the full path
   ASSERT_TRUE(ObjectSet::try_free_fast(p));
   EXPECT_FALSE(ObjectSet::try_free_fast(p));  // already free
+  ObjectSet::free(big);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.hold(), 0);
+}
+
+// Another thread's free is checked and pushed onto the slab's remote list by the fast
+// path too: the full path would look the span up a second time.
+TEST_F(ObjectSetTest, TheFastFreeTakesOtherThreadsObjects) {
+  ObjectSet set(source_);
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 10; ++i) ptrs.push_back(set.alloc(64, 0));
+  Slab* slab = slab_of(BlockSet::ptr2block(header_of(ptrs[0])));
+  std::thread other([&] {
+    for (void* p : ptrs) EXPECT_TRUE(ObjectSet::try_free_fast(p));
+    EXPECT_FALSE(ObjectSet::try_free_fast(ptrs[0]));  // already free
+  });
+  other.join();
+  const uintptr_t word = slab->remote_free_.load();
+  EXPECT_EQ(word >> Slab::REMOTE_COUNT_SHIFT, 10u);
+  EXPECT_EQ(reinterpret_cast<void*>(word & Slab::REMOTE_HEAD_MASK), ptrs.back());
   set.flush_thread_heap();
   EXPECT_EQ(set.hold(), 0);
 }
