@@ -22,7 +22,7 @@ class MallocShim {
   // Inline: the drop-in malloc's every allocation starts here.
   void* malloc(size_t size) {
     if (size > static_cast<size_t>(OBJECT_MAX_SIZE)) return fail_enomem();
-    void* p = allocator_.alloc(static_cast<int64_t>(size), GLIBC_ATTR);
+    void* p = allocator_.alloc_static(static_cast<int64_t>(size), GLIBC_ATTR);
     return p != nullptr ? p : fail_enomem();
   }
   static void free(void* ptr) { ObMallocAllocator::free(ptr); }

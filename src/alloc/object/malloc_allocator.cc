@@ -122,6 +122,7 @@ const char* ctx_name(int ctx_id) {
 
 namespace malloc_front {
 ACHUNK_TLS Entry entries[ENTRIES];
+ACHUNK_TLS Entry static_entry;
 }  // namespace malloc_front
 
 namespace {
@@ -214,6 +215,20 @@ void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t 
                                       const ObMemAttr& attr) {
   if (void* p = heap.alloc_object(size, label)) return p;
   return alloc_slow(size, attr);
+}
+
+void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) {
+  void* p = alloc_slow(size, attr);
+  const malloc_front::Entry& e =
+      malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_);
+  // Filled just now unless the object was big or the label unreadable.
+  if (p != nullptr && e.label == attr.label_ && e.allocator_id == id_ &&
+      e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_ &&
+      e.heap_epoch == object_set_tls::heap_epoch) {
+    malloc_front::static_entry = e;
+    malloc_front::static_entry.label = reinterpret_cast<const char*>(&attr);
+  }
+  return p;
 }
 
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align) {

@@ -43,6 +43,19 @@ class ObMallocAllocator {
     }
     return alloc_slow(size, attr);
   }
+  // alloc() for an `attr` of static storage that never changes, nor does its label's text
+  // (the drop-in malloc's): a thread's repeated allocation hits an entry of its own, which
+  // checks only the allocator, the heap epoch and the size.
+  void* alloc_static(int64_t size, const ObMemAttr& attr) {
+    malloc_front::Entry& e = malloc_front::static_entry;
+    if (e.label == reinterpret_cast<const char*>(&attr) && e.allocator_id == id_ &&
+        e.heap_epoch == object_set_tls::heap_epoch &&
+        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+      if (void* p = e.heap->alloc_object_fast(size, e.in_use_header)) return p;
+      return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
+    }
+    return alloc_static_slow(size, attr);
+  }
   // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns
   // nullptr. On failure returns nullptr and leaves `ptr` untouched.
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
@@ -99,6 +112,8 @@ class ObMallocAllocator {
   // path (limits, retries, the failure reason) only if that fails.
   void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr);
   void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
+  // alloc_slow, then the static entry from the table's entry it filled.
+  void* alloc_static_slow(int64_t size, const ObMemAttr& attr);
   // Every other free: other threads' objects, big and aligned ones, and the reports.
   static void free_checked(void* ptr);
 

@@ -32,6 +32,9 @@ static_assert(sizeof(Entry) == 64);
 
 inline constexpr int ENTRIES = 64;
 extern ACHUNK_TLS Entry entries[ENTRIES];
+// The entry of ObMallocAllocator::alloc_static, outside the table: `label` holds the
+// address of the ObMemAttr it was filled for.
+extern ACHUNK_TLS Entry static_entry;
 
 inline Entry& entry_for(uint64_t tenant_id, int ctx_id, const char* label) {
   // Labels are distinct literals, so their addresses spread well; tenant and ctx only

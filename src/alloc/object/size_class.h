@@ -77,15 +77,23 @@ constexpr int size_class_compute(int64_t size) {
   return 7 + (lg - 7) * 4 + quarter - 1;
 }
 
-// Sizes up to 1 KiB, the bulk of a database's objects, take their class from a table
-// by 16-byte step (one load instead of a dozen instructions); the table is built from
-// size_class_compute, so both always agree.
+// Every size takes its class from a table (one load instead of a dozen instructions),
+// built from size_class_compute, so both always agree. Up to 1 KiB, the bulk of a
+// database's objects, by 16-byte step of the size; above, by 128-byte step of the slot,
+// exact because from 1 KiB on every class's slot is a multiple of 256.
 inline constexpr int64_t SIZE_CLASS_TABLE_MAX = 1024;
+inline constexpr int LARGE_SLOT_STEP_SHIFT = 7;
 struct SizeClassTable {
   uint8_t by_step[SIZE_CLASS_TABLE_MAX / 16 + 1];
-  constexpr SizeClassTable() : by_step() {
+  uint8_t by_slot_step[(SMALL_SLOT_MAX >> LARGE_SLOT_STEP_SHIFT) + 1];
+  constexpr SizeClassTable() : by_step(), by_slot_step() {
     for (int i = 0; i <= SIZE_CLASS_TABLE_MAX / 16; ++i) {
       by_step[i] = static_cast<uint8_t>(size_class_compute(int64_t{i} * 16));
+    }
+    for (int i = 0; i <= (SMALL_SLOT_MAX >> LARGE_SLOT_STEP_SHIFT); ++i) {
+      const int64_t slot = int64_t{i} << LARGE_SLOT_STEP_SHIFT;
+      by_slot_step[i] = static_cast<uint8_t>(
+          size_class_compute(slot > AOBJECT_META_SIZE ? slot - AOBJECT_META_SIZE : 0));
     }
   }
 };
@@ -94,7 +102,8 @@ inline constexpr SizeClassTable SIZE_CLASS_TABLE{};
 // Smallest class whose slot holds `size` user bytes plus the meta; size <= SMALL_OBJECT_MAX.
 inline int size_class_of(int64_t size) {
   if (size <= SIZE_CLASS_TABLE_MAX) return SIZE_CLASS_TABLE.by_step[(size + 15) >> 4];
-  return size_class_compute(size);
+  const int64_t step = (size + AOBJECT_META_SIZE + (1 << LARGE_SLOT_STEP_SHIFT) - 1);
+  return SIZE_CLASS_TABLE.by_slot_step[step >> LARGE_SLOT_STEP_SHIFT];
 }
 
 }  // namespace achunk

@@ -85,6 +85,37 @@ TEST_F(MallocFrontTest, AHeapGivenBackIsNotUsedAgain) {
   EXPECT_EQ(mgr_.get_used(), 0);
 }
 
+// alloc_static's entry of its own: filled by the first allocation, it serves only the attr
+// and the allocator it was filled for, and never a heap given back.
+const ObMemAttr STATIC_A(TENANT, "static_a");
+const ObMemAttr STATIC_B(TENANT, "static_b");
+
+TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
+  ObMallocAllocator a(mgr_);
+  void* p = a.alloc_static(100, STATIC_A);
+  EXPECT_EQ(malloc_front::static_entry.label, reinterpret_cast<const char*>(&STATIC_A));
+  void* q = a.alloc_static(100, STATIC_A);  // served by the entry
+  void* r = a.alloc_static(100, STATIC_B);  // another attr: refilled for it
+  EXPECT_EQ(malloc_front::static_entry.label, reinterpret_cast<const char*>(&STATIC_B));
+  EXPECT_EQ(count_of(a, "static_a"), 2);
+  EXPECT_EQ(count_of(a, "static_b"), 1);
+  a.flush_thread_caches();  // the heap the entry names is gone
+  void* s = a.alloc_static(100, STATIC_B);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(count_of(a, "static_b"), 2);
+  {
+    ObMallocAllocator other(mgr_);  // same attr, another allocator: not served from a's heap
+    void* t = other.alloc_static(100, STATIC_B);
+    ObTenantCtxAllocator* ta = other.get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID);
+    EXPECT_EQ(ObjectSet::owner_of(t), &ta->object_set());
+    ObMallocAllocator::free(t);
+    other.flush_thread_caches();
+  }
+  for (void* x : {p, q, r, s}) ObMallocAllocator::free(x);
+  a.flush_thread_caches();
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
 TEST_F(MallocFrontTest, ALabelEndingBeforeAnUnreadablePageIsReadSafely) {
   constexpr size_t PAGE = 4096;
   void* mem = nullptr;
