@@ -324,9 +324,18 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   if (header_state(h) != ObjectState::ALIGNED && ObjectSet::resize_in_place(ptr, size)) {
     return ptr;
   }
-  void* fresh = alloc(size, attr);
-  if (fresh == nullptr) return nullptr;
   const int64_t old_size = get_size(ptr);
+  // A big object moved to grow gets a quarter more span than asked: a buffer grown step
+  // by step (a result set, a packet) then grows in place at the next steps instead of
+  // being copied at each. The spare tail is address space; pages only once written.
+  const bool headroom = size > old_size && size > SMALL_OBJECT_MAX && size <= OBJECT_MAX_SIZE / 2;
+  void* fresh = headroom ? alloc(size + size / 4, attr) : nullptr;
+  if (fresh != nullptr) {
+    ObjectSet::resize_in_place(fresh, size);
+  } else {
+    fresh = alloc(size, attr);  // no headroom, or a limit with room for the size alone
+    if (fresh == nullptr) return nullptr;
+  }
   std::memcpy(fresh, ptr, static_cast<size_t>(old_size < size ? old_size : size));
   free(ptr);
   return fresh;
