@@ -277,16 +277,27 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
     return false;
   }
   Slab* slab = slab_of(block);
-  if (slab->sc_ >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
-  const uint64_t h = load_header(ptr);
-  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
-  store_header(ptr, h ^ IN_USE_TO_FREE);
+  const int sc = slab->sc_;
+  if (sc >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
+  // In use with its canary intact: then marked FREE, keeping size and label.
+  auto checked = [ptr] {
+    const uint64_t h = load_header(ptr);
+    if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
+    store_header(ptr, h ^ IN_USE_TO_FREE);
+    return true;
+  };
   // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
   if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
+    if (!checked()) return false;
     ThreadHeap::free_local(block, slab, ptr);
-  } else {
-    free_slow(ptr, block, slab);
+    return true;
   }
+  // An object another core wrote: the canary's line, known only from the header, would be
+  // a second miss after it. The class bounds where it is: fetch both ends at once.
+  __builtin_prefetch(static_cast<char*>(ptr) + class_slot_size(sc) - AOBJECT_META_SIZE);
+  __builtin_prefetch(static_cast<char*>(ptr) + class_tail_min(sc));
+  if (!checked()) return false;
+  free_slow(ptr, block, slab);
   return true;
 }
 

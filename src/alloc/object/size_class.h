@@ -35,6 +35,11 @@ constexpr int64_t class_slot_size(int sc) {
   return CLASS_SLOT_TABLE.slot[sc];
 }
 static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
+// Where the canary of the class's smallest object starts, from its user pointer (the
+// largest object's is at class_slot_size(sc) - AOBJECT_META_SIZE).
+constexpr int64_t class_tail_min(int sc) {
+  return sc == 0 ? 1 : class_slot_size(sc - 1) - AOBJECT_META_SIZE + 1;
+}
 
 // A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots. Above,
 // it is the fewest whole 8 KiB blocks that hold at least 4 slots (1 above 8 KiB slots)
