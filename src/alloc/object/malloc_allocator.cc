@@ -121,8 +121,7 @@ const char* ctx_name(int ctx_id) {
 }
 
 namespace malloc_front {
-ACHUNK_TLS Entry entries[ENTRIES];
-ACHUNK_TLS Entry static_entry;
+ACHUNK_TLS Entry entries[ENTRIES + 1];
 }  // namespace malloc_front
 
 namespace {
@@ -225,8 +224,8 @@ void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) 
   if (p != nullptr && e.label == attr.label_ && e.allocator_id == id_ &&
       e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_ &&
       e.heap_epoch == object_set_tls::heap_epoch) {
-    malloc_front::static_entry = e;
-    malloc_front::static_entry.label = reinterpret_cast<const char*>(&attr);
+    malloc_front::static_entry() = e;
+    malloc_front::static_entry().label = reinterpret_cast<const char*>(&attr);
   }
   return p;
 }

@@ -47,7 +47,7 @@ class ObMallocAllocator {
   // (the drop-in malloc's): a thread's repeated allocation hits an entry of its own, which
   // checks only the allocator, the heap epoch and the size.
   void* alloc_static(int64_t size, const ObMemAttr& attr) {
-    malloc_front::Entry& e = malloc_front::static_entry;
+    malloc_front::Entry& e = malloc_front::static_entry();
     if (e.label == reinterpret_cast<const char*>(&attr) && e.allocator_id == id_ &&
         e.heap_epoch == object_set_tls::heap_epoch &&
         static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {

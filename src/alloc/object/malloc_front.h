@@ -31,10 +31,13 @@ struct alignas(64) Entry {
 static_assert(sizeof(Entry) == 64);
 
 inline constexpr int ENTRIES = 64;
-extern ACHUNK_TLS Entry entries[ENTRIES];
-// The entry of ObMallocAllocator::alloc_static, outside the table: `label` holds the
-// address of the ObMemAttr it was filled for.
-extern ACHUNK_TLS Entry static_entry;
+// The hashed entries, then the entry of ObMallocAllocator::alloc_static, which no hash
+// reaches: its `label` holds the address of the ObMemAttr it was filled for. One array,
+// as UBSan's null check misreads a member access on a TLS struct of its own.
+extern ACHUNK_TLS Entry entries[ENTRIES + 1];
+inline Entry& static_entry() {
+  return entries[ENTRIES];
+}
 
 inline Entry& entry_for(uint64_t tenant_id, int ctx_id, const char* label) {
   // Labels are distinct literals, so their addresses spread well; tenant and ctx only

@@ -93,10 +93,10 @@ const ObMemAttr STATIC_B(TENANT, "static_b");
 TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
   ObMallocAllocator a(mgr_);
   void* p = a.alloc_static(100, STATIC_A);
-  EXPECT_EQ(malloc_front::static_entry.label, reinterpret_cast<const char*>(&STATIC_A));
+  EXPECT_EQ(malloc_front::static_entry().label, reinterpret_cast<const char*>(&STATIC_A));
   void* q = a.alloc_static(100, STATIC_A);  // served by the entry
   void* r = a.alloc_static(100, STATIC_B);  // another attr: refilled for it
-  EXPECT_EQ(malloc_front::static_entry.label, reinterpret_cast<const char*>(&STATIC_B));
+  EXPECT_EQ(malloc_front::static_entry().label, reinterpret_cast<const char*>(&STATIC_B));
   EXPECT_EQ(count_of(a, "static_a"), 2);
   EXPECT_EQ(count_of(a, "static_b"), 1);
   a.flush_thread_caches();  // the heap the entry names is gone
