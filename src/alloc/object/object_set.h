@@ -277,8 +277,6 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
     return false;
   }
   Slab* slab = slab_of(block);
-  const int sc = slab->sc_;
-  if (sc >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
   // In use with its canary intact: then marked FREE, keeping size and label.
   auto checked = [ptr] {
     const uint64_t h = load_header(ptr);
@@ -286,12 +284,15 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
     store_header(ptr, h ^ IN_USE_TO_FREE);
     return true;
   };
-  // Only the owner thread stores its own marker, so a relaxed load sees it exactly.
+  // Only the owner thread stores its own marker, so a relaxed load sees it exactly. An
+  // owned span is a slab: big objects, heaps and lent spans have no owner.
   if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
     if (!checked()) return false;
     ThreadHeap::free_local(block, slab, ptr);
     return true;
   }
+  const int sc = slab->sc_;
+  if (sc >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
   // An object another core wrote: the canary's line, known only from the header, would be
   // a second miss after it. The class bounds where it is: fetch both ends at once.
   __builtin_prefetch(static_cast<char*>(ptr) + class_slot_size(sc) - AOBJECT_META_SIZE);
