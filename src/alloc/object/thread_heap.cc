@@ -200,7 +200,9 @@ void* ThreadHeap::alloc_slow(int sc) {
       return take(sc, block);
     }
   }
-  adopt_ready(sc);
+  // The ready stack only when no partial slab is left: each slab adopted waits its turn
+  // here, while others' frees may empty it, and on the stack settling can give it back.
+  if (partial_[sc] == nullptr) adopt_ready(sc);
   // A partial slab has room (a slab is adopted with a free on it, and only a current slab
   // loses slots), so this loop looks at one slab but for a race it cannot lose twice.
   while (ABlock* block = partial_[sc]) {

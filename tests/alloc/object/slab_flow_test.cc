@@ -274,6 +274,48 @@ TEST_F(SlabFlowTest, SettlingCountsPendingFreesWithoutTakingThem) {
   EXPECT_EQ(set.span_used(), 0);
 }
 
+// A heap with a partial slab of the class refills from it and leaves the ready stack to
+// other heaps and to settling: taking the whole stack at every refill piled up slabs the
+// heap would not reach for a while, which other threads' frees emptied meanwhile.
+TEST_F(SlabFlowTest, AHeapWithAPartialSlabLeavesTheReadyStackToOthers) {
+  ObjectSet set(source_);
+  std::vector<void*> mine = fill_one_slab(set);  // a full slab, and one object in the next
+  ABlock* partial = BlockSet::ptr2block(header_of(mine[0]));
+  // Another thread's slabs, disowned at its exit; a free each makes two of them ready.
+  std::vector<void*> theirs_a, theirs_b;
+  std::thread([&] {
+    theirs_a = fill_one_slab(set);
+    theirs_b = fill_one_slab(set);
+  }).join();
+  std::thread([&] {
+    ObjectSet::free(theirs_a[0]);
+    ObjectSet::free(theirs_b[0]);
+  }).join();
+  // This thread's free into its full slab makes it partial; then its current slab runs out.
+  ObjectSet::free(mine[0]);
+  mine.erase(mine.begin());
+  void* p = nullptr;
+  for (int i = 0; i < 1000 && (p == nullptr || BlockSet::ptr2block(header_of(p)) != partial); ++i) {
+    p = set.alloc(100, 0);
+    mine.push_back(p);
+    EXPECT_NE(BlockSet::ptr2block(header_of(p)), BlockSet::ptr2block(header_of(theirs_a[1])));
+    EXPECT_NE(BlockSet::ptr2block(header_of(p)), BlockSet::ptr2block(header_of(theirs_b[1])));
+  }
+  ASSERT_EQ(BlockSet::ptr2block(header_of(p)), partial);
+  // Both ready slabs are still there for settling (not empty: disowned again).
+  const int64_t settled = set.slabs_settled();
+  set.settle_ready();
+  EXPECT_EQ(set.slabs_settled() - settled, 2);
+  std::thread([&] {
+    for (size_t i = 1; i < theirs_a.size(); ++i) ObjectSet::free(theirs_a[i]);
+    for (size_t i = 1; i < theirs_b.size(); ++i) ObjectSet::free(theirs_b[i]);
+  }).join();
+  for (void* q : mine) ObjectSet::free(q);
+  set.flush_thread_heap();
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // Objects carry their size and a fill byte derived from their address, checked at free.
 struct Obj {
   void* p;
