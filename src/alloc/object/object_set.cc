@@ -171,24 +171,26 @@ void ObjectSet::abandon(ThreadHeap* heap) {
     }
     if (heap->next_heap_ != nullptr) heap->next_heap_->prev_heap_ = heap->prev_heap_;
   }
+  // Before this heap's slabs join the ready stacks: settling them at once would tag those
+  // with room again.
+  settle_ready();
   // The heap owns its current slab, spare, partial slabs and up to FULL_SLABS_KEPT full
   // ones per class, so this is O(classes + partial slabs), each partial slab paid for by
   // the refill that adopted it or the free that made room on it.
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    if (heap->current_[sc] != nullptr) settle(heap->current_[sc]);
+    if (heap->current_[sc] != nullptr) settle(heap->current_[sc], true);
     while (ABlock* block = heap->pop_spare(sc)) settle(block);
     for (ABlock* list : {heap->partial_[sc], heap->full_[sc]}) {
       for (ABlock* block = list; block != nullptr;) {
         ABlock* next = block->next_;
         block->prev_ = block->next_ = nullptr;
         slab_of(block)->in_full_ = false;
-        settle(block);
+        settle(block, true);
         block = next;
       }
     }
   }
   free_span(BlockSet::ptr2block(heap));
-  settle_ready();
 }
 
 bool ObjectSet::disown(ABlock* block) {
@@ -204,7 +206,7 @@ bool ObjectSet::disown(ABlock* block) {
   return false;
 }
 
-void ObjectSet::settle(ABlock* block) {
+void ObjectSet::settle(ABlock* block, bool ready_if_room) {
   Slab* slab = slab_of(block);
   slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
   slabs_settled_.fetch_add(1, std::memory_order_relaxed);
@@ -213,9 +215,15 @@ void ObjectSet::settle(ABlock* block) {
   // as frees: settling never walks a list.
   uintptr_t word = slab->remote_free_.load(std::memory_order_acquire);
   while (true) {
-    if (slab->used_ == static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT)) {
+    const int32_t live = slab->used_ - static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
+    if (live == 0) {
       free_span(block);
       slabs_settled_empty_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    // Useful to a refill now, not only after the next free into it.
+    if (ready_if_room && live < slab->capacity_) {
+      push_ready(block);
       return;
     }
     if (slab->remote_free_.compare_exchange_weak(word, word | Slab::REMOTE_NOTIFY,

@@ -146,9 +146,9 @@ class ObjectSet {
   // markers of a new generation.
   static void on_fork_child();
   // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
-  // live objects are disowned for another heap to adopt once a free makes room. Runs at
-  // thread exit; callers may also run it when a thread goes idle. Then settles the ready
-  // stacks (settle_ready).
+  // live objects and free slots go onto the ready stacks for another heap to adopt, full
+  // ones are disowned until a free makes room. Runs at thread exit; callers may also run
+  // it when a thread goes idle. First settles the ready stacks (settle_ready).
   void flush_thread_heap();
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
@@ -190,8 +190,9 @@ class ObjectSet {
   // still the caller's, when another thread's free landed on it first.
   static bool disown(ABlock* block);
   // Whoever holds a slab alone (an exiting owner, settle_ready) gives it back if it is
-  // empty, or else disowns it.
-  void settle(ABlock* block);
+  // empty, else disowns it; with `ready_if_room` (an exiting owner) a slab with a free
+  // slot goes onto the ready stack instead, untagged, so no free pushes it again.
+  void settle(ABlock* block, bool ready_if_room = false);
   // A free cleared REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
   void push_ready(ABlock* block);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
