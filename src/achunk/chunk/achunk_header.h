@@ -42,24 +42,32 @@ struct AChunk {
   }
 
   void* data() { return reinterpret_cast<char*>(this) + ACHUNK_HEADER_SIZE; }
+  // What the last request charged to its owner (chunk_hold_size of its payload).
   int64_t hold() const { return chunk_hold_size(alloc_bytes_); }
+  // What the chunk layer charges for the chunk (see charged_).
+  int64_t charged() const { return charged_; }
   int64_t aligned() const { return mapped_; }
   bool is_valid() const { return magic_.load(std::memory_order_relaxed) == MAGIC_CODE; }
   bool is_cached() const { return magic_.load(std::memory_order_relaxed) == CACHED_CODE; }
 
   // Atomic so that a double free racing the first free is a bug report, not a data race.
   std::atomic<uint32_t> magic_{MAGIC_CODE};
-  int64_t alloc_bytes_ = 0;  // payload requested by the last alloc_chunk
-  // Bytes mapped, fixed for the chunk's life: a cached large chunk may serve a smaller
-  // request (the tail's pages given back), and goes back to the slot of its mapping.
-  int64_t mapped_ = 0;
-  int64_t cache_ts_ = 0;  // microseconds, stamped when the chunk entered the cache
-  AChunk* prev_ = nullptr;
-  AChunk* next_ = nullptr;
   // Handed out straight from a new mapping: no byte of the payload was touched, so it
   // reads as zero and is not resident (calloc skips its memset). False for a chunk that
   // comes back from the cache, whatever it held.
   bool fresh_ = false;
+  int64_t alloc_bytes_ = 0;  // payload requested by the last alloc_chunk
+  // Bytes mapped, fixed for the chunk's life: a cached large chunk may serve a smaller
+  // request, and goes back to the slot of its mapping.
+  int64_t mapped_ = 0;
+  // Bytes the chunk layer charges (in AChunkMgr's hold): the most any request since the
+  // chunk was mapped or resized charged, at least hold(). A smaller request keeps the
+  // pages beyond its own, which go back with the chunk, not at each reuse: a loop that
+  // alternates two sizes on one chunk neither madvises nor faults per round.
+  int64_t charged_ = 0;
+  int64_t cache_ts_ = 0;  // microseconds, stamped when the chunk entered the cache
+  AChunk* prev_ = nullptr;
+  AChunk* next_ = nullptr;
   // Bytes mapped before the chunk to place it (AChunkMgr::alloc_chunk's head_align);
   // unmapped with it. 0 for every other chunk.
   int64_t lead_ = 0;

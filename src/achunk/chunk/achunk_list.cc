@@ -5,7 +5,7 @@
 namespace achunk {
 
 bool AChunkList::push(AChunk* chunk, int64_t now_us) {
-  const int64_t h = chunk->hold();
+  const int64_t h = chunk->charged();
   std::lock_guard<SpinLock> guard(lock_);
   if (hold_.load(std::memory_order_relaxed) + h > max_hold_.load(std::memory_order_relaxed)) {
     return false;
@@ -40,7 +40,7 @@ AChunk* AChunkList::unlink_locked(AChunk* chunk) {
   }
   chunk->prev_ = chunk->next_ = nullptr;
   head_ts_.store(head_ != nullptr ? head_->cache_ts_ : EMPTY_TS, std::memory_order_relaxed);
-  add(hold_, -chunk->hold());
+  add(hold_, -chunk->charged());
   add(pops_, 1);
   return chunk;
 }

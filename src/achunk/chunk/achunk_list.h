@@ -72,7 +72,7 @@ class AChunkList {
     for (AChunk* chunk = tail_; chunk != nullptr && n < cap; chunk = chunk->prev_, ++n) {
       chunks[n] = chunk;
       sizes[n] = chunk->aligned();
-      *held += chunk->hold();
+      *held += chunk->charged();
     }
     lock_.unlock();
     return n;

@@ -79,7 +79,7 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
     int from = idx;
     AChunk* cached = pop_chunk_with_size(idx);
     // Best fit: a large request may take a cached chunk of the next size when that wastes
-    // at most a quarter of the request (the tail's pages go back in reuse_cached).
+    // at most a quarter of the request (the tail's pages stay with it: see charged_).
     if (cached == nullptr && is_large(idx) && idx + 1 < HUGE_SLOT &&
         4 * slot_bytes(idx + 1) <= 5 * aligned) {
       from = idx + 1;
@@ -139,7 +139,7 @@ AChunk* AChunkMgr::pop_nearest_large(int idx, int* from) {
 
 AChunk* AChunkMgr::resize_cached(AChunk* chunk, int from, int64_t aligned) {
   const int64_t old = chunk->aligned();
-  const int64_t old_hold = chunk->hold();
+  const int64_t old_hold = chunk->charged();
   int err = 0;
   void* p = os_.resize_aligned(chunk, old, aligned, ACHUNK_ALIGN, &err);
   if (p == nullptr) {
@@ -156,7 +156,7 @@ AChunk* AChunkMgr::resize_cached(AChunk* chunk, int from, int64_t aligned) {
   if (old_hold > aligned) {
     // The shrink unmapped pages the chunk still charged: it now charges its whole mapping.
     dec_hold(old_hold - aligned);
-    resized->alloc_bytes_ = aligned - ACHUNK_HEADER_SIZE;
+    resized->charged_ = aligned;
   }
   return resized;
 }
@@ -179,17 +179,15 @@ AChunk* AChunkMgr::pop_chunk_with_size(int idx) {
 }
 
 AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold) {
-  // A large chunk keeps its mapping size but may have charged more or fewer pages.
-  const int64_t old_hold = chunk->hold();
-  const bool charged = hold <= old_hold || try_inc_hold(hold - old_hold);
-  const bool released = hold >= old_hold || os_.release_pages(reinterpret_cast<char*>(chunk) + hold,
-                                                              old_hold - hold) == 0;
-  if (!charged || !released) {
+  // A large chunk keeps its mapping size but may have charged fewer pages than this
+  // request needs (more it keeps charged: see charged_).
+  const int64_t charged = chunk->charged();
+  if (hold > charged && !try_inc_hold(hold - charged)) {
     bump(slots_[idx].failed_reuses_);
     unmap_chunk(chunk, idx);
     return nullptr;
   }
-  if (hold < old_hold) dec_hold(old_hold - hold);
+  chunk->charged_ = std::max(hold, charged);
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = false;
   chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
@@ -235,6 +233,7 @@ AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, in
   chunk->lead_ = lead;
   chunk_registry::add(chunk);
   chunk->alloc_bytes_ = size;
+  chunk->charged_ = hold;
   chunk->mapped_ = aligned;
   chunk->fresh_ = true;
   if (listener_.load(std::memory_order_relaxed) != nullptr) notify(clock_.now_us());
@@ -269,7 +268,7 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   }
   chunk->magic_.store(AChunk::CACHED_CODE, std::memory_order_relaxed);
   chunk_registry::remove(chunk);
-  const int64_t hold = chunk->hold();
+  const int64_t hold = chunk->charged();
   const int idx = chunk->lead_ > 0 ? HUGE_SLOT : slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();
   if (idx == HUGE_SLOT && chunk->lead_ == 0) {
@@ -291,7 +290,7 @@ void AChunkMgr::cache_huge(AChunk* chunk, int64_t now_us) {
       max_chunk_cache_size_.load(std::memory_order_relaxed) / 2 >= MAX_LARGE_ACHUNK_SIZE) {
     AChunk* kept = resize_cached(chunk, HUGE_SLOT, MAX_LARGE_ACHUNK_SIZE);
     if (kept == nullptr) return;  // resize_cached unmapped it
-    if (try_cache(kept, TOP, kept->hold(), now_us)) return;
+    if (try_cache(kept, TOP, kept->charged(), now_us)) return;
     chunk = kept;
   }
   unmap_chunk(chunk, HUGE_SLOT);
@@ -330,7 +329,7 @@ bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) 
 }
 
 void AChunkMgr::uncache(AChunk* chunk, int idx) {
-  if (is_large(idx)) large_cache_hold_.fetch_sub(chunk->hold(), std::memory_order_relaxed);
+  if (is_large(idx)) large_cache_hold_.fetch_sub(chunk->charged(), std::memory_order_relaxed);
 }
 
 int64_t AChunkMgr::get_freelist_hold() const {
@@ -342,7 +341,7 @@ int64_t AChunkMgr::get_freelist_hold() const {
 void AChunkMgr::unmap_chunk(AChunk* chunk, int idx) {
   const int64_t lead = chunk->lead_;
   const int64_t map_bytes = chunk->aligned() + lead;
-  const int64_t hold = chunk->hold();
+  const int64_t hold = chunk->charged();
   chunk->magic_.store(0, std::memory_order_relaxed);
   chunk_registry::remove(chunk);
   // A failed munmap (ENOMEM when it would split a mapping past vm.max_map_count) leaves
@@ -360,7 +359,7 @@ int64_t AChunkMgr::sync_wash() {
     AChunk* chunk = slots_[idx].free_list_.popall();
     while (chunk != nullptr) {
       AChunk* next = chunk->next_;
-      released += chunk->hold();
+      released += chunk->charged();
       uncache(chunk, idx);
       unmap_chunk(chunk, idx);
       chunk = next;

@@ -12,7 +12,7 @@ constexpr int64_t CHUNK = ACHUNK_ALIGN;
 // The list never touches a chunk beyond its header, so plain headers stand in for chunks.
 std::vector<AChunk> make_chunks(int n) {
   std::vector<AChunk> chunks(n);
-  for (AChunk& c : chunks) c.alloc_bytes_ = ACHUNK_SIZE;
+  for (AChunk& c : chunks) c.charged_ = CHUNK;
   return chunks;
 }
 

@@ -128,18 +128,6 @@ TEST_F(AChunkMgrLimitTest, EveryFailingMapStepLeavesCountersExact) {
   EXPECT_EQ(os_.live_mappings(), 0);
 }
 
-TEST_F(AChunkMgrLimitTest, ReleasePagesFailureFallsBackToAFreshChunk) {
-  AChunk* a = alloc_mb(4);
-  mgr_.free_chunk(a);
-  os_.fail_next_releases(1);
-  AChunk* b = mgr_.alloc_chunk(2 * MB);  // 4 MiB mapping, smaller hold: needs a release
-  ASSERT_NE(b, nullptr);
-  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(2 * MB));
-  EXPECT_EQ(total_cached(), 0);
-  mgr_.free_chunk(b);
-  expect_consistent();
-}
-
 TEST_F(AChunkMgrLimitTest, GrowingAReusedChunkOverTheLimitFails) {
   AChunk* a = mgr_.alloc_chunk(2 * MB);  // 4 MiB mapping, hold just over 2 MiB
   mgr_.free_chunk(a);

@@ -265,14 +265,15 @@ TEST_F(AChunkMgrTest, LargeRequestTakesTheNextSizeWithinAQuarter) {
   AChunk* eight = alloc_mb(8);  // no 8 MiB chunk cached; 10 MiB is 25% more
   ASSERT_EQ(eight, ten);
   EXPECT_EQ(os_.map_calls(), 1);
-  EXPECT_EQ(os_.release_calls(), 1);  // the 2 MiB tail went back to the OS
-  EXPECT_EQ(os_.released_bytes(), 2 * MB);
-  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(payload_for_mb(8)));
+  // The 2 MiB tail keeps its pages, still charged: the request's owner is charged 8.
+  EXPECT_EQ(os_.release_calls(), 0);
+  EXPECT_EQ(mgr_.get_hold(), 10 * MB);
+  EXPECT_EQ(eight->hold(), chunk_hold_size(payload_for_mb(8)));
   EXPECT_EQ(eight->aligned(), 10 * MB);  // it keeps its mapping
   mgr_.free_chunk(eight);
   EXPECT_EQ(mgr_.cached_count(AChunkMgr::slot_index(10 * MB, 0)), 1);
-  EXPECT_EQ(mgr_.get_large_freelist_hold(), chunk_hold_size(payload_for_mb(8)));
-  AChunk* ten_again = alloc_mb(10);  // its own size: charges the whole mapping again
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), 10 * MB);
+  AChunk* ten_again = alloc_mb(10);  // its own size: nothing to charge, nothing to fault
   ASSERT_EQ(ten_again, ten);
   EXPECT_EQ(mgr_.get_hold(), 10 * MB);
   mgr_.free_chunk(ten_again);
@@ -414,13 +415,50 @@ TEST_F(AChunkMgrTest, ReusingALargeChunkReconcilesItsHold) {
   mgr_.free_chunk(a);
   AChunk* b = mgr_.alloc_chunk(small);
   ASSERT_EQ(b, a);
-  EXPECT_EQ(os_.release_calls(), 1);  // the untouchable tail went back to the OS
-  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(small));
+  // The tail the small request cannot touch keeps its pages and its charge.
+  EXPECT_EQ(os_.release_calls(), 0);
+  EXPECT_EQ(mgr_.get_hold(), 4 * MB);
+  EXPECT_EQ(b->hold(), chunk_hold_size(small));
   mgr_.free_chunk(b);
   AChunk* c = mgr_.alloc_chunk(big);
   ASSERT_EQ(c, a);
   EXPECT_EQ(mgr_.get_hold(), 4 * MB);
   mgr_.free_chunk(c);
+  expect_consistent();
+}
+
+// A chunk a small request mapped is charged more when a bigger one reuses it, and keeps
+// that charge for the next small one.
+TEST_F(AChunkMgrTest, ReusingALargeChunkChargesWhatABiggerRequestNeeds) {
+  const int64_t big = 4 * MB - ACHUNK_HEADER_SIZE;
+  const int64_t small = 2 * MB + 100 * 1024;
+  AChunk* a = mgr_.alloc_chunk(small);
+  EXPECT_EQ(mgr_.get_hold(), chunk_hold_size(small));
+  mgr_.free_chunk(a);
+  AChunk* b = mgr_.alloc_chunk(big);
+  ASSERT_EQ(b, a);
+  EXPECT_EQ(mgr_.get_hold(), 4 * MB);
+  mgr_.free_chunk(b);
+  ASSERT_EQ(mgr_.alloc_chunk(small), a);
+  EXPECT_EQ(mgr_.get_hold(), 4 * MB);
+  mgr_.free_chunk(a);
+  expect_consistent();
+}
+
+// The busy loop the chunk cache is for: two sizes in turn on one cached chunk (best fit
+// from the next slot, then the chunk's own). Nothing goes back to the OS per round.
+TEST_F(AChunkMgrTest, AlternatingSizesOnOneChunkReleaseNothingPerRound) {
+  for (int round = 0; round < 100; ++round) {
+    AChunk* a = alloc_mb(10);
+    mgr_.free_chunk(a);
+    AChunk* b = alloc_mb(8);  // takes the 10 MiB chunk
+    ASSERT_EQ(b, a);
+    mgr_.free_chunk(b);
+  }
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.release_calls(), 0);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(mgr_.get_hold(), 10 * MB);
   expect_consistent();
 }
 
