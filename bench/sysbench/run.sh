@@ -12,7 +12,9 @@
 # `achunk-dump PID` and of one `achunk-dump --watch PID 1 1` sample (the 1 s interval
 # included), and the CPU time (utime+stime) the achunk-bg housekeeping thread used over
 # the idle window. A sixth setting is the
-# default without the housekeeping thread (release_interval_ms:0). Writes results.md and
+# default without the housekeeping thread (release_interval_ms:0); `achunk_before` (only
+# when named in SETTINGS) runs the default with the library ACHUNK_BEFORE_SO, another
+# build, so two commits meet in one run. Writes results.md and
 # rss.png (gnuplot) into OUT. ROUNDS > 1 repeats everything with the order of the settings
 # rotated each round (this VM drifts by tens of percent over minutes, so a fixed order
 # favours whoever runs first): results.md then has one row per setting and round, and a
@@ -142,6 +144,7 @@ for round in $(seq 1 "$ROUNDS"); do
       achunk_cache2M) preload=$ACHUNK_SO; conf="memory_chunk_cache_size:2M" ;;
       achunk_default) preload=$ACHUNK_SO; conf="" ;;
       achunk_no_thread) preload=$ACHUNK_SO; conf="release_interval_ms:0" ;;
+      achunk_before) preload=${ACHUNK_BEFORE_SO:?achunk_before needs ACHUNK_BEFORE_SO}; conf="" ;;
     esac
     echo "=== round $round: $setting ===" >&2
     start_server "$preload" "$conf"
