@@ -1,11 +1,12 @@
 // Object layer: ObjectSet serves objects of one (tenant, ctx) allocator. Small objects
-// come from size-class slabs (64 KiB spans of a BlockSet); each slab belongs to one
-// thread's ThreadHeap, which allocates and frees on it without atomics or locks. A free
-// from another thread pushes onto the slab's lock-free remote list; the owning heap
+// come from size-class slabs (spans of whole blocks of a BlockSet); each slab belongs to
+// one thread's ThreadHeap, which allocates and frees on it without atomics or locks. A
+// free from another thread pushes onto the slab's lock-free remote list; the owning heap
 // collects it when the slab is current and runs dry. A slab that runs full, and every
-// slab of an exiting thread, is disowned: it belongs to nobody and sits in no list, and
-// the first free into it pushes it onto the set's lock-free ready stack of its class,
-// where the next heap refilling that class adopts it (no back-pointers to a heap, so a
+// full slab of an exiting thread, is disowned: it belongs to nobody and sits in no list,
+// and the first free into it pushes it onto the set's lock-free ready stack of its class
+// (an exiting thread's slabs with room go there at once), where the next heap short of
+// that class adopts it (no back-pointers to a heap, so a
 // thread may exit at any moment without leaving dangling references). Big objects get a
 // span (or a chunk) of their own. Spans come from the shards of an ObjectMgr, so threads
 // refilling at once rarely share a lock.

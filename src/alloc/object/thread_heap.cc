@@ -203,7 +203,7 @@ void* ThreadHeap::alloc_slow(int sc) {
   // The ready stack only when no partial slab is left: each slab adopted waits its turn
   // here, while others' frees may empty it, and on the stack settling can give it back.
   if (partial_[sc] == nullptr) adopt_ready(sc);
-  // A partial slab has room (a slab is adopted with a free on it, and only a current slab
+  // A partial slab has room (a slab is adopted with room on it, and only a current slab
   // loses slots), so this loop looks at one slab but for a race it cannot lose twice.
   while (ABlock* block = partial_[sc]) {
     ++slabs_visited_;
@@ -224,13 +224,7 @@ void* ThreadHeap::alloc_slow(int sc) {
 
 void* ThreadHeap::take(int sc, ABlock* block) {
   current_[sc] = block;
-  Slab* slab = slab_of(block);
-  void* p = slab->local_free_;
-  void* next = *static_cast<void**>(p);
-  slab->local_free_ = next;
-  __builtin_prefetch(next, 1);  // as in pop()
-  ++slab->used_;
-  return p;
+  return pop(sc);
 }
 
 }  // namespace achunk
