@@ -48,6 +48,8 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
   int64_t now_us() override { return ta_.now_us(); }
   int64_t span_idle_us() override { return ta_.span_idle_us(); }
+  bool process_barrier() override { return ta_.process_barrier(); }
+  bool process_barrier_available() override { return ta_.process_barrier_available(); }
 
   // Gives the cached pages back to the block set.
   void drop_page_cache();

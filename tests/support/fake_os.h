@@ -1,7 +1,7 @@
 // Test support: a fake Os that hands out real (heap) memory with the requested
 // alignment, counts every call, checks that unmaps match maps, and fails on demand.
 // Like the kernel's, fresh mappings and released pages read as zero.
-// Depends on the platform interface only.
+// Depends on the platform interface, and on LinuxOs for the real process barrier.
 #pragma once
 
 #include <cerrno>
@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "achunk/platform/linux_os.h"
 #include "achunk/platform/os.h"
 
 namespace achunk::testing {
@@ -157,6 +158,28 @@ class FakeOs final : public Os {
     return {p, -1};
   }
   void unmap_shared_region(SharedRegion region, int64_t) override { std::free(region.addr); }
+  // The real barrier (it orders the test's real threads), counted; off on demand, as on
+  // a kernel without membarrier.
+  bool process_barrier() override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++barrier_calls_;
+      if (!barrier_on_) return false;
+    }
+    return real_.process_barrier();
+  }
+  bool process_barrier_available() override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!barrier_on_) return false;
+    }
+    return real_.process_barrier_available();
+  }
+  void set_barrier(bool on) {
+    std::lock_guard<std::mutex> g(mu_);
+    barrier_on_ = on;
+  }
+  int64_t barrier_calls() const { return locked(barrier_calls_); }
   int64_t process_id() override { return 4242; }
   int64_t process_start_time() override { return 777; }
   int64_t shared_maps() const { return locked(shared_maps_); }
@@ -215,6 +238,9 @@ class FakeOs final : public Os {
   }
 
   mutable std::mutex mu_;
+  LinuxOs real_;
+  bool barrier_on_ = true;
+  int64_t barrier_calls_ = 0;
   std::map<void*, int64_t> live_;
   int64_t shared_maps_ = 0;
   std::function<void()> unmap_hook_;

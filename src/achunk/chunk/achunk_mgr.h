@@ -76,6 +76,9 @@ class AChunkMgr {
   // stays mapped and reads as zero). For the block layer's wash of free spans. Returns 0
   // or the errno.
   int release_pages(void* addr, int64_t size) { return os_.release_pages(addr, size); }
+  // The Os's process barrier, for the object layer's look at idle threads' slabs.
+  bool process_barrier() { return os_.process_barrier(); }
+  bool process_barrier_available() { return os_.process_barrier_available(); }
   // Bytes of [addr, addr+size) resident now, -1 when unknown (for dumps: a syscall).
   int64_t resident_bytes(void* addr, int64_t size) { return os_.resident_bytes(addr, size); }
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -202,6 +203,27 @@ Os::SharedRegion LinuxOs::map_shared_region(const char* name, int64_t size, int*
 void LinuxOs::unmap_shared_region(SharedRegion region, int64_t size) {
   if (region.addr != nullptr) ::munmap(region.addr, static_cast<size_t>(size));
   if (region.fd >= 0) ::close(region.fd);
+}
+
+bool LinuxOs::process_barrier() {
+  // Called from inside malloc: errno is the caller's.
+  const int saved = errno;
+  bool ok = ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+  // Registration is per process (a forked child is a new one), so it is asked for when
+  // the kernel says it is missing.
+  if (!ok && errno == EPERM &&
+      ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) {
+    ok = ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+  }
+  errno = saved;
+  return ok;
+}
+
+bool LinuxOs::process_barrier_available() {
+  const int saved = errno;
+  const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  errno = saved;
+  return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
 }
 
 int64_t LinuxOs::process_id() {

@@ -1,6 +1,6 @@
 // Platform layer: the real Linux implementation of Os. linux_os.cc is the only file in
 // the project that calls mmap, munmap, mremap or madvise, or reads /proc and /sys
-// (and memfd_create for the stats region).
+// (and memfd_create for the stats region, membarrier for process_barrier).
 // Depends on os.h only.
 #pragma once
 
@@ -19,6 +19,8 @@ class LinuxOs final : public Os {
   OsMemoryInfo memory_info() override;
   SharedRegion map_shared_region(const char* name, int64_t size, int* err) override;
   void unmap_shared_region(SharedRegion region, int64_t size) override;
+  bool process_barrier() override;
+  bool process_barrier_available() override;
   int64_t process_id() override;
   int64_t process_start_time() override;
 };

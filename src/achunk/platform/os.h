@@ -60,6 +60,13 @@ class Os {
     (void)region;
     (void)size;
   }
+  // Makes every thread of this process that is running now pass a full memory barrier
+  // before it returns (Linux membarrier, private expedited): a thread that only stores a
+  // flag before reading shared state then needs no fence of its own. False, and nothing
+  // done, when the kernel cannot.
+  virtual bool process_barrier() { return false; }
+  // Whether process_barrier() can work here (asked once, without the barrier's cost).
+  virtual bool process_barrier_available() { return false; }
   // This process's id and its start time (field 22 of /proc/self/stat, clock ticks after
   // boot), which together name it even after its pid is reused; -1 when unknown.
   virtual int64_t process_id() { return -1; }

@@ -23,6 +23,9 @@ class ChunkSource {
   // on free_chunk.
   virtual int64_t now_us() = 0;
   virtual int64_t span_idle_us() = 0;
+  // The chunk layer's Os::process_barrier and process_barrier_available.
+  virtual bool process_barrier() = 0;
+  virtual bool process_barrier_available() = 0;
 };
 
 // Straight to an AChunkMgr, no limits of its own.
@@ -45,6 +48,8 @@ class DirectChunkSource final : public ChunkSource {
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
   int64_t now_us() override { return mgr_.now_us(); }
   int64_t span_idle_us() override { return span_idle_us_; }
+  bool process_barrier() override { return mgr_.process_barrier(); }
+  bool process_barrier_available() override { return mgr_.process_barrier_available(); }
 
  private:
   AChunkMgr& mgr_;

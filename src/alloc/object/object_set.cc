@@ -90,6 +90,7 @@ ThreadHeap* ObjectSet::create_heap() {
     heap = new (block_data(block)) ThreadHeap(this);
   });
   if (heap == nullptr) return nullptr;
+  heap->keep_emptied_current_ = barrier_available();
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
     heap->next_heap_ = heaps_;
@@ -129,18 +130,49 @@ int64_t ObjectSet::wash_free_spans() {
   return mgr_.sum([](BlockSet& bs) { return bs.wash_free_spans(); });
 }
 
+bool ObjectSet::barrier_available() {
+  int8_t known = barrier_available_.load(std::memory_order_relaxed);
+  if (known < 0) {
+    known = source_.process_barrier_available() ? 1 : 0;
+    barrier_available_.store(known, std::memory_order_relaxed);
+  }
+  return known == 1;
+}
+
 int64_t ObjectSet::reclaim_idle_spares() {
   ABlock* chain = nullptr;
   int64_t bytes = 0;
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
+    // Idle heaps with current slabs, held locked until one barrier covers them all.
+    ThreadHeap* held[HEAPS_PER_BARRIER];
+    ABlock* unhooked[HEAPS_PER_BARRIER];
+    int n = 0;
+    auto take_held = [&] {
+      const bool barrier = source_.process_barrier();
+      for (int i = 0; i < n; ++i) {
+        chain = held[i]->take_emptied_current(unhooked[i], barrier, chain, &bytes);
+        held[i]->lock_.unlock();
+      }
+      n = 0;
+    };
     for (ThreadHeap* heap = heaps_; heap != nullptr; heap = heap->next_heap_) {
       // A heap whose lock is held is in a slow path: busy, not idle.
       if (!heap->lock_.try_lock()) continue;
-      if (heap->activity_ == heap->seen_activity_) chain = heap->give_up_spares(chain, &bytes);
+      const bool idle = heap->activity_ == heap->seen_activity_;
       heap->seen_activity_ = heap->activity_;
+      if (idle) {
+        chain = heap->give_up_spares(chain, &bytes);
+        if (ABlock* current = heap->unhook_current()) {
+          held[n] = heap;
+          unhooked[n++] = current;
+          if (n == HEAPS_PER_BARRIER) take_held();
+          continue;
+        }
+      }
       heap->lock_.unlock();
     }
+    if (n > 0) take_held();
   }
   // After the locks: giving spans back takes shard locks, which a heap's owner takes
   // under its own lock.
@@ -178,7 +210,10 @@ void ObjectSet::abandon(ThreadHeap* heap) {
   // ones per class, so this is O(classes + partial slabs), each partial slab paid for by
   // the refill that adopted it or the free that made room on it.
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    if (heap->current_[sc] != nullptr) settle(heap->current_[sc], true);
+    if (ABlock* block = heap->current_[sc].load(std::memory_order_relaxed)) {
+      slab_of(block)->in_current_ = false;
+      settle(block, true);
+    }
     while (ABlock* block = heap->pop_spare(sc)) settle(block);
     for (ABlock* list : {heap->partial_[sc], heap->full_[sc]}) {
       for (ABlock* block = list; block != nullptr;) {

@@ -185,6 +185,11 @@ class ObjectSet {
  private:
   friend class ThreadHeap;
   ThreadHeap* create_heap();
+  // source_.process_barrier_available(), asked once.
+  bool barrier_available();
+  // Idle heaps whose current slabs one process barrier covers (reclaim_idle_spares holds
+  // their locks across it).
+  static constexpr int HEAPS_PER_BARRIER = 64;
   // A fresh slab for the calling thread's heap.
   ABlock* new_slab(int sc);
   // The owner lets a slab with no free slot go (see Slab::remote_free_). False, the slab
@@ -216,6 +221,7 @@ class ObjectSet {
   // only tries the heaps' locks.
   SpinLock heaps_lock_;
   ThreadHeap* heaps_ = nullptr;
+  std::atomic<int8_t> barrier_available_{-1};  // -1: not asked yet
   int index_ = -1;
 };
 

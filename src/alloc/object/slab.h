@@ -93,6 +93,9 @@ struct Slab {
   bool born_zero_ = false;
   bool in_full_ = false;   // owner only: on its heap's full_ list
   bool in_spare_ = false;  // owner only: on its heap's spare stack
+  // Owner only (read by another thread only under its heap's lock): its heap's current
+  // slab, which stays current when its last object is freed (ThreadHeap::pop).
+  bool in_current_ = false;
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 

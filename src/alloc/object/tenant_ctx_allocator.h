@@ -27,6 +27,8 @@ class ObTenantCtxAllocator final : public ChunkSource {
   }
   int64_t now_us() override { return chunk_mgr_.now_us(); }
   int64_t span_idle_us() override { return span_idle_us_.load(std::memory_order_relaxed); }
+  bool process_barrier() override { return chunk_mgr_.process_barrier(); }
+  bool process_barrier_available() override { return chunk_mgr_.process_barrier_available(); }
 
   ObjectSet& object_set() { return object_set_; }
   int ctx_id() const { return ctx_id_; }

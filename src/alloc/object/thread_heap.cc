@@ -39,8 +39,9 @@ void ThreadHeap::unlink(int sc, ABlock* block) {
 }
 
 void ThreadHeap::detach(int sc, ABlock* block) {
-  if (current_[sc] == block) {
-    current_[sc] = nullptr;
+  if (current_[sc].load(std::memory_order_relaxed) == block) {
+    current_[sc].store(nullptr, std::memory_order_relaxed);
+    slab_of(block)->in_current_ = false;
   } else if (slab_of(block)->in_full_) {
     unlink_full(sc, block);
   } else {
@@ -180,12 +181,13 @@ void* ThreadHeap::alloc_slow(int sc) {
   // Other threads' frees on the current slab first, then its uncarved pages; a slab with
   // neither is full: kept on full_ a while, then disowned (the first free into it makes
   // it findable again).
-  if (ABlock* block = current_[sc]) {
+  if (ABlock* block = current_[sc].load(std::memory_order_relaxed)) {
     ++slabs_visited_;
     Slab* slab = slab_of(block);
     collect(slab);
     if (slab->local_free_ != nullptr || ObjectSet::carve(block)) return take(sc, block);
-    current_[sc] = nullptr;
+    current_[sc].store(nullptr, std::memory_order_relaxed);
+    slab->in_current_ = false;
     push_full(sc, block);
   }
   if (ABlock* block = pop_spare(sc)) return take(sc, block);
@@ -223,8 +225,49 @@ void* ThreadHeap::alloc_slow(int sc) {
 }
 
 void* ThreadHeap::take(int sc, ABlock* block) {
-  current_[sc] = block;
+  slab_of(block)->in_current_ = keep_emptied_current_;
+  current_[sc].store(block, std::memory_order_release);
   return pop(sc);
+}
+
+ABlock* ThreadHeap::unhook_current() {
+  ABlock* unhooked = nullptr;
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    ABlock* block = current_[sc].load(std::memory_order_relaxed);
+    if (block == nullptr || !slab_of(block)->in_current_) continue;
+    current_[sc].store(nullptr, std::memory_order_relaxed);
+    block->next_ = unhooked;
+    unhooked = block;
+  }
+  return unhooked;
+}
+
+ABlock* ThreadHeap::take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain,
+                                         int64_t* bytes) {
+  // After the barrier a pop that read current_ before it has its flag up; one that reads
+  // it after finds nothing. Either way no pop can touch an unhooked slab unseen. Without
+  // the barrier every slab goes back.
+  const bool popping = !barrier || popping_.load(std::memory_order_acquire);
+  while (unhooked != nullptr) {
+    ABlock* block = unhooked;
+    unhooked = block->next_;
+    block->next_ = nullptr;
+    Slab* slab = slab_of(block);
+    ACHUNK_TSAN_ACQUIRE(slab);
+    // used_ 0: no object out, and the free that emptied the slab has finished (it stores
+    // used_ last). No object, so no free can come.
+    if (!popping && slab->used_ == 0) {
+      slab->in_current_ = false;
+      slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
+      block->next_ = chain;
+      chain = block;
+      *bytes += slab_bytes(slab->sc_);
+    } else {
+      current_[slab->sc_].store(block, std::memory_order_release);
+    }
+    ACHUNK_TSAN_RELEASE(slab);
+  }
+  return chain;
 }
 
 }  // namespace achunk

@@ -5,14 +5,16 @@
 // into them stay plain stores); an older full slab is disowned (ObjectSet::disown) and
 // comes back through the set's ready stack. No slow path walks slabs without room.
 // Other threads compare a slab's owner with their own thread, never with a heap; the one
-// exception, another thread's look taking an idle heap's empty spares, goes through the
-// set's heap list and the heap's lock_, which the owner holds on its slow paths only.
-// Depends on slab.h, size_class.h and the base layer's spin_lock.h.
+// exception, another thread's look taking an idle heap's spares and emptied current
+// slabs, goes through the set's heap list and the heap's lock_, which the owner holds on
+// its slow paths only, and for a current slab through a handshake with the pops (pop).
+// Depends on slab.h, size_class.h and the base layer's spin_lock.h and tsan_sync.h.
 #pragma once
 
 #include <atomic>
 
 #include "achunk/base/spin_lock.h"
+#include "achunk/base/tsan_sync.h"
 #include "alloc/object/size_class.h"
 #include "alloc/object/slab.h"
 
@@ -35,20 +37,30 @@ class ThreadHeap {
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
   // A free slot of class sc from the current slab, without a call; nullptr when it has
-  // none. The caller writes header and tail.
+  // none. The caller writes header and tail. popping_ is up around the pop: another thread
+  // taking an idle heap's emptied current slab (take_emptied_current) unhooks it, makes
+  // every thread pass a barrier, and backs off if it then sees the flag up.
   __attribute__((always_inline)) void* pop(int sc) {
-    ABlock* block = current_[sc];
-    if (block == nullptr) return nullptr;
-    Slab* slab = slab_of(block);
-    void* p = slab->local_free_;
-    if (p != nullptr) {
-      void* next = *static_cast<void**>(p);
-      slab->local_free_ = next;
-      // Slots another core freed are cold here: the next pop reads the link and writes
-      // the header beside it.
-      __builtin_prefetch(next, 1);
-      ++slab->used_;
+    popping_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    ABlock* block = current_[sc].load(std::memory_order_acquire);
+    void* p = nullptr;
+    if (block != nullptr) {
+      Slab* slab = slab_of(block);
+      ACHUNK_TSAN_ACQUIRE(slab);
+      p = slab->local_free_;
+      if (p != nullptr) {
+        void* next = *static_cast<void**>(p);
+        slab->local_free_ = next;
+        // Slots another core freed are cold here: the next pop reads the link and writes
+        // the header beside it.
+        __builtin_prefetch(next, 1);
+        ++slab->used_;
+      }
+      ACHUNK_TSAN_RELEASE(slab);
     }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    popping_.store(false, std::memory_order_release);
     return p;
   }
   // A free slot of class sc, refilling the current slab when needed, or nullptr.
@@ -73,11 +85,23 @@ class ThreadHeap {
   }
   // A free of an object on one of the calling thread's slabs.
   static void free_local(ABlock* block, Slab* slab, void* p) {
+    ACHUNK_TSAN_ACQUIRE(slab);
     void* next = slab->local_free_;
     *static_cast<void**>(p) = next;
     slab->local_free_ = p;
-    // Emptied, or the first free slot of a slab that was out of them (maybe a full_ one).
-    if (--slab->used_ == 0 || next == nullptr) slab_freed_slow(block, slab);
+    const int32_t used = slab->used_ - 1;
+    // Emptied, or the first free slot of a slab that was out of them (maybe a full_ one);
+    // the current slab stays as it is either way.
+    if ((used == 0 || next == nullptr) && !slab->in_current_) {
+      slab->used_ = used;
+      ACHUNK_TSAN_RELEASE(slab);
+      slab_freed_slow(block, slab);
+      return;
+    }
+    // Stored last: a thread that finds used_ 0 after the barrier knows this free is done.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    slab->used_ = used;
+    ACHUNK_TSAN_RELEASE(slab);
   }
 
   ObjectSet* set() const { return set_; }
@@ -90,6 +114,7 @@ class ThreadHeap {
 
  private:
   friend class ObjectSet;
+  friend struct ThreadHeapTestPeer;  // holds popping_ up, as a pop stopped midway would
   void* alloc_slow(int sc);
   static void slab_freed_slow(ABlock* block, Slab* slab);
   void on_slab_unfull(ABlock* block, Slab* slab);
@@ -125,9 +150,22 @@ class ThreadHeap {
   void take_back(ABlock* block);
   // An emptied slab, in no list: a spare within SPARE_BYTES_MAX, else a free span.
   void keep_empty(int sc, ABlock* block);
+  // Another thread's look at this idle heap, under lock_: unhook_current takes every
+  // current slab out of current_ (chained through next_); after a process barrier
+  // (`barrier`: it passed), take_emptied_current chains those still empty, with no pop
+  // under way, onto `chain` for the caller to give back, and puts the others back.
+  // Between the two the owner's pops find no current slab and wait for lock_ in alloc_slow.
+  ABlock* unhook_current();
+  ABlock* take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain, int64_t* bytes);
 
   ObjectSet* set_;
-  ABlock* current_[SIZE_CLASS_COUNT] = {};
+  // Written by the owner under lock_, and by another thread's look under lock_; read by
+  // the owner's pops without it.
+  std::atomic<ABlock*> current_[SIZE_CLASS_COUNT] = {};
+  std::atomic<bool> popping_{false};
+  // Whether an emptied current slab stays current: only where the look can take it from
+  // an idle heap (Os::process_barrier), else it is parked as a spare like any emptied slab.
+  bool keep_emptied_current_ = false;
   // Owned slabs with room that are neither current nor spare (adopted, or freed into
   // after filling), linked via ABlock prev_/next_; a refill takes the head.
   ABlock* partial_[SIZE_CLASS_COUNT] = {};

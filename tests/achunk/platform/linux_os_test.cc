@@ -2,10 +2,13 @@
 #include "achunk/platform/linux_os.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "achunk/chunk/achunk_header.h"
 
@@ -66,6 +69,29 @@ TEST(LinuxOsTest, MemoryInfoIsSane) {
   EXPECT_GT(info.max_map_count, 0);
   const std::string thp = info.thp_mode;
   EXPECT_TRUE(thp == "always" || thp == "madvise" || thp == "never" || thp == "unknown") << thp;
+}
+
+// The barrier the object layer's look at idle heaps relies on: where the kernel offers it,
+// it works (registering on first use), from any thread and in a forked child, and leaves
+// errno as it was.
+TEST(LinuxOsTest, ProcessBarrierWorksWhereOfferedAndKeepsErrno) {
+  LinuxOs os;
+  if (!os.process_barrier_available()) GTEST_SKIP() << "no private expedited membarrier here";
+  errno = 1234;
+  EXPECT_TRUE(os.process_barrier());
+  EXPECT_TRUE(os.process_barrier());
+  bool from_thread = false;
+  std::thread t([&] { from_thread = os.process_barrier(); });
+  t.join();
+  EXPECT_TRUE(from_thread);
+  EXPECT_EQ(errno, 1234);
+  // A forked child is a process of its own, registered or not: it works there too.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(os.process_barrier() ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace

@@ -14,6 +14,12 @@
 #include "alloc/object/size_class.h"
 #include "support/chunk_mgr_fixture.h"
 
+namespace achunk {
+struct ThreadHeapTestPeer {
+  static void set_popping(ThreadHeap* heap, bool on) { heap->popping_.store(on); }
+};
+}  // namespace achunk
+
 namespace achunk::testing {
 namespace {
 
@@ -100,9 +106,9 @@ TEST_F(ThreadHeapTest, EmptiedSlabsStayAsSparesWithinTheHeapBudget) {
   for (int i = 0; i < 3 * KEPT; ++i) ObjectSet::free(objs[i]);
   EXPECT_EQ(set.span_used(), full);  // every one a spare
   for (int i = 3 * KEPT; i < 3 * (KEPT + 2); ++i) ObjectSet::free(objs[i]);
-  // Past the budget they join the set's free spans, with their pages: only idle time
-  // washes them.
-  EXPECT_EQ(set.span_used(), full - 2 * BIG_SLAB);
+  // Past the budget a slab joins the set's free spans, with its pages: only idle time
+  // washes it. The last, the current slab, stays current.
+  EXPECT_EQ(set.span_used(), full - BIG_SLAB);
   EXPECT_EQ(os_.release_calls(), releases);
   // The spares come back first: refilling as many slabs takes no new span.
   const int64_t with_spares = set.span_used();
@@ -135,29 +141,31 @@ TEST_F(ThreadHeapTest, TheLookGivesBackTheSparesOfHeapsIdleSinceTheLastOneAndTim
   source_.set_span_idle_ms(30'000);
   ObjectSet set(source_);
   IdleThread idle;
-  // Two objects, each alone on its class's current slab, freed: their slabs are parked
-  // as the classes' spares.
+  // Two objects, each alone on its class's current slab, freed: the slabs stay current.
   idle.run([&] {
     ObjectSet::free(set.alloc(100, 0));
     ObjectSet::free(set.alloc(2000, 0));
   });
-  const int64_t spares = slab_size(size_class_of(100)) + slab_size(size_class_of(2000));
   set.reclaim_idle_spares();  // the first look only notes the idle heap's activity
   EXPECT_EQ(set.spares_reclaimed(), 0);
-  // A slow-path call since: busy, so it keeps them.
-  idle.run([&] { ObjectSet::free(set.alloc(100, 0)); });
+  // A slow-path call since (a third class's first slab): busy, so it keeps them.
+  idle.run([&] { ObjectSet::free(set.alloc(500, 0)); });
   set.reclaim_idle_spares();
   EXPECT_EQ(set.spares_reclaimed(), 0);
+  const int64_t taken = slab_size(size_class_of(100)) + slab_size(size_class_of(2000)) +
+                        slab_size(size_class_of(500));
   const int64_t before = set.span_used();
   const int64_t released = os_.released_bytes();
+  const int64_t barriers = os_.barrier_calls();
   set.reclaim_idle_spares();
-  EXPECT_EQ(set.spares_reclaimed(), spares);
-  EXPECT_EQ(set.span_used(), before - spares);
-  EXPECT_EQ(os_.released_bytes(), released);  // free spans now, with their pages
+  EXPECT_EQ(set.spares_reclaimed(), taken);
+  EXPECT_EQ(set.span_used(), before - taken);
+  EXPECT_EQ(os_.barrier_calls(), barriers + 1);  // one for the heap's three slabs
+  EXPECT_EQ(os_.released_bytes(), released);     // free spans now, with their pages
   // Once free for a whole span_idle_ms, the release thread's visit washes them.
   clock_.advance_ms(30'000);
   set.wash_stale_spans(30'000'000);
-  EXPECT_GE(os_.released_bytes() - released, spares);
+  EXPECT_GE(os_.released_bytes() - released, taken);
   int64_t washed = 0;
   const int64_t free_bytes = set.free_span_bytes(&washed);
   EXPECT_EQ(washed, free_bytes);
@@ -171,6 +179,120 @@ TEST_F(ThreadHeapTest, TheLookGivesBackTheSparesOfHeapsIdleSinceTheLastOneAndTim
     ObjectSet::free(p);
     ObjectSet::free(q);
   });
+}
+
+// The common "allocate, use, free" of a lone object: its slab stays current when emptied,
+// so no round trip takes a slow path (each took two before: park, then refill).
+TEST_F(ThreadHeapTest, ALoneObjectCycledOnItsSlabTakesNoSlowPath) {
+  ObjectSet set(source_);
+  ObjectSet::free(set.alloc(64, 0));
+  const ThreadHeap* heap = set.heap_for_this_thread();
+  const uint64_t refills = heap->refills();
+  const int64_t used = set.span_used();
+  for (int i = 0; i < 1000; ++i) ObjectSet::free(set.alloc(64, 0));
+  EXPECT_EQ(heap->refills(), refills);
+  EXPECT_EQ(set.span_used(), used);
+}
+
+// Without the barrier no look could take an emptied current slab from an idle heap, so it
+// is parked as a spare at once, which a look can take.
+TEST_F(ThreadHeapTest, WithoutTheBarrierAnEmptiedCurrentSlabIsParked) {
+  os_.set_barrier(false);
+  ObjectSet set(source_);
+  IdleThread idle;
+  const ThreadHeap* heap = nullptr;
+  idle.run([&] {
+    ObjectSet::free(set.alloc(64, 0));
+    heap = set.heap_for_this_thread();
+    const uint64_t refills = heap->refills();
+    for (int i = 0; i < 100; ++i) ObjectSet::free(set.alloc(64, 0));
+    EXPECT_EQ(heap->refills(), refills + 100);
+  });
+  set.reclaim_idle_spares();
+  set.reclaim_idle_spares();
+  EXPECT_EQ(set.spares_reclaimed(), SLAB);
+  EXPECT_EQ(os_.barrier_calls(), 0);
+}
+
+// A look at an idle heap takes the current slabs emptied and only those: one holding a
+// live object stays current, and its owner goes on using it without a refill.
+TEST_F(ThreadHeapTest, TheLookTakesOnlyTheEmptiedCurrentSlabsOfAnIdleHeap) {
+  ObjectSet set(source_);
+  IdleThread idle;
+  void* live = nullptr;
+  const ThreadHeap* heap = nullptr;
+  idle.run([&] {
+    ObjectSet::free(set.alloc(64, 0));
+    live = set.alloc(300, 0);
+    heap = set.heap_for_this_thread();
+  });
+  set.reclaim_idle_spares();
+  set.reclaim_idle_spares();
+  EXPECT_EQ(set.spares_reclaimed(), slab_size(size_class_of(64)));
+  idle.run([&] {
+    const uint64_t refills = heap->refills();
+    ObjectSet::free(live);
+    ObjectSet::free(set.alloc(300, 0));  // still the current slab
+    EXPECT_EQ(heap->refills(), refills);
+    ObjectSet::free(set.alloc(64, 0));  // taken: a refill
+    EXPECT_EQ(heap->refills(), refills + 1);
+  });
+}
+
+// A pop the owner was preempted in the middle of: its flag is up after the barrier, so
+// the look puts every unhooked slab back and takes none, however empty.
+TEST_F(ThreadHeapTest, TheLookLeavesTheCurrentSlabsOfAHeapWhosePopIsUnderWay) {
+  ObjectSet set(source_);
+  IdleThread idle;
+  ThreadHeap* heap = nullptr;
+  idle.run([&] {
+    ObjectSet::free(set.alloc(64, 0));
+    heap = set.heap_for_this_thread();
+  });
+  ThreadHeapTestPeer::set_popping(heap, true);
+  set.reclaim_idle_spares();
+  const int64_t barriers = os_.barrier_calls();
+  set.reclaim_idle_spares();
+  EXPECT_EQ(os_.barrier_calls(), barriers + 1);
+  EXPECT_EQ(set.spares_reclaimed(), 0);
+  ThreadHeapTestPeer::set_popping(heap, false);
+  idle.run([&] {
+    const uint64_t refills = heap->refills();
+    ObjectSet::free(set.alloc(64, 0));  // still its current slab
+    EXPECT_EQ(heap->refills(), refills);
+  });
+  set.reclaim_idle_spares();
+  EXPECT_EQ(set.spares_reclaimed(), slab_size(size_class_of(64)));
+}
+
+// An owner cycling lone objects, so its current slab keeps emptying, while another
+// thread keeps looking: the looks take the slab many times, and never one a pop is using
+// (the objects keep their bytes). TSan checks the handshake's ordering.
+TEST_F(ThreadHeapTest, TakingEmptiedCurrentSlabsRacesSafelyWithTheirOwner) {
+  ObjectSet set(source_);
+  std::atomic<bool> stop{false};
+  std::thread thief([&] {
+    while (!stop.load()) set.reclaim_idle_spares();
+  });
+  const int64_t slab = slab_size(size_class_of(200));
+  for (int64_t i = 0; i < 50'000'000 && set.spares_reclaimed() < 20 * slab; ++i) {
+    auto* p = static_cast<unsigned char*>(set.alloc(200, 0));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, static_cast<int>(i & 0xFF), 200);
+    auto* q = static_cast<unsigned char*>(set.alloc(200, 0));
+    ASSERT_NE(q, nullptr);
+    std::memset(q, 0x5A, 200);
+    ASSERT_EQ(p[0], i & 0xFF);
+    ASSERT_EQ(p[199], i & 0xFF);
+    ObjectSet::free(p);
+    ASSERT_EQ(q[100], 0x5A);
+    ObjectSet::free(q);
+  }
+  stop.store(true);
+  thief.join();
+  EXPECT_GE(set.spares_reclaimed(), 20 * slab);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
 }
 
 // The opt-in release thread's visit (wash_stale_spans) looks too.
