@@ -250,7 +250,8 @@ void ObjectSet::settle(ABlock* block, bool ready_if_room) {
   // as frees: settling never walks a list.
   uintptr_t word = slab->remote_free_.load(std::memory_order_acquire);
   while (true) {
-    const int32_t live = slab->used_ - static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
+    const int32_t live = slab->used_.load(std::memory_order_relaxed) -
+                         static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
     if (live == 0) {
       free_span(block);
       slabs_settled_empty_.fetch_add(1, std::memory_order_relaxed);

@@ -80,7 +80,9 @@ struct Slab {
   // the frees still pending when it was settled: the free that clears the bit pushes
   // the slab onto the set's ready stack, so exactly one free per disowning does.
   std::atomic<uintptr_t> remote_free_{0};
-  int32_t used_ = 0;  // owner only: objects out, net of frees seen
+  // Objects out, net of frees seen. Written by the owner only; another thread's look reads
+  // it to tell an emptied current slab (ThreadHeap::take_emptied_current).
+  std::atomic<int32_t> used_{0};
   uint16_t sc_ = 0;
   uint16_t capacity_ = 0;
   // Slots carved so far (header FREE, on a list or handed out). A slab is carved a page

@@ -16,7 +16,9 @@ void ThreadHeap::collect(Slab* slab) {
   if (slab->remote_free_.load(std::memory_order_relaxed) == 0) return;
   const uintptr_t word = slab->remote_free_.exchange(0, std::memory_order_acquire);
   if (word == 0) return;
-  slab->used_ -= static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
+  slab->used_.store(slab->used_.load(std::memory_order_relaxed) -
+                        static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT),
+                    std::memory_order_relaxed);
   // The list becomes the local one as it is: its objects are touched only when handed out.
   slab->local_free_ = reinterpret_cast<void*>(word & Slab::REMOTE_HEAD_MASK);
 }
@@ -79,11 +81,12 @@ void ThreadHeap::unlink_full(int sc, ABlock* block) {
 }
 
 void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab) {
-  if (slab->used_ != 0 && !slab->in_full_) return;
+  const int32_t used = slab->used_.load(std::memory_order_relaxed);
+  if (used != 0 && !slab->in_full_) return;
   // The slab is this thread's, so this thread's heap of the slab's set is alive.
   ThreadHeap* heap = ObjectSet::owner_of(block)->existing_heap();
   if (heap == nullptr) return;
-  if (slab->used_ == 0) {
+  if (used == 0) {
     heap->on_slab_empty(block, slab);
   } else {
     heap->on_slab_unfull(block, slab);
@@ -167,7 +170,7 @@ void ThreadHeap::take_back(ABlock* block) {
   // buffer that grew into the next class leaves its slab behind): an emptied slab goes
   // where any emptied slab goes.
   collect(slab);
-  if (slab->used_ != 0) {
+  if (slab->used_.load(std::memory_order_relaxed) != 0) {
     link(slab->sc_, block);
   } else {
     keep_empty(slab->sc_, block);
@@ -253,10 +256,9 @@ ABlock* ThreadHeap::take_emptied_current(ABlock* unhooked, bool barrier, ABlock*
     unhooked = block->next_;
     block->next_ = nullptr;
     Slab* slab = slab_of(block);
-    ACHUNK_TSAN_ACQUIRE(slab);
     // used_ 0: no object out, and the free that emptied the slab has finished (it stores
     // used_ last). No object, so no free can come.
-    if (!popping && slab->used_ == 0) {
+    if (!popping && slab->used_.load(std::memory_order_acquire) == 0) {
       slab->in_current_ = false;
       slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
       block->next_ = chain;
@@ -265,7 +267,6 @@ ABlock* ThreadHeap::take_emptied_current(ABlock* unhooked, bool barrier, ABlock*
     } else {
       current_[slab->sc_].store(block, std::memory_order_release);
     }
-    ACHUNK_TSAN_RELEASE(slab);
   }
   return chain;
 }

@@ -8,13 +8,12 @@
 // exception, another thread's look taking an idle heap's spares and emptied current
 // slabs, goes through the set's heap list and the heap's lock_, which the owner holds on
 // its slow paths only, and for a current slab through a handshake with the pops (pop).
-// Depends on slab.h, size_class.h and the base layer's spin_lock.h and tsan_sync.h.
+// Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
 
 #include <atomic>
 
 #include "achunk/base/spin_lock.h"
-#include "achunk/base/tsan_sync.h"
 #include "alloc/object/size_class.h"
 #include "alloc/object/slab.h"
 
@@ -47,7 +46,6 @@ class ThreadHeap {
     void* p = nullptr;
     if (block != nullptr) {
       Slab* slab = slab_of(block);
-      ACHUNK_TSAN_ACQUIRE(slab);
       p = slab->local_free_;
       if (p != nullptr) {
         void* next = *static_cast<void**>(p);
@@ -55,9 +53,9 @@ class ThreadHeap {
         // Slots another core freed are cold here: the next pop reads the link and writes
         // the header beside it.
         __builtin_prefetch(next, 1);
-        ++slab->used_;
+        slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
       }
-      ACHUNK_TSAN_RELEASE(slab);
     }
     std::atomic_signal_fence(std::memory_order_seq_cst);
     popping_.store(false, std::memory_order_release);
@@ -85,23 +83,20 @@ class ThreadHeap {
   }
   // A free of an object on one of the calling thread's slabs.
   static void free_local(ABlock* block, Slab* slab, void* p) {
-    ACHUNK_TSAN_ACQUIRE(slab);
     void* next = slab->local_free_;
     *static_cast<void**>(p) = next;
     slab->local_free_ = p;
-    const int32_t used = slab->used_ - 1;
+    const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
     // Emptied, or the first free slot of a slab that was out of them (maybe a full_ one);
     // the current slab stays as it is either way.
     if ((used == 0 || next == nullptr) && !slab->in_current_) {
-      slab->used_ = used;
-      ACHUNK_TSAN_RELEASE(slab);
+      slab->used_.store(used, std::memory_order_relaxed);
       slab_freed_slow(block, slab);
       return;
     }
-    // Stored last: a thread that finds used_ 0 after the barrier knows this free is done.
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    slab->used_ = used;
-    ACHUNK_TSAN_RELEASE(slab);
+    // Stored last (release): a thread that finds used_ 0 after the barrier knows this free
+    // is done.
+    slab->used_.store(used, std::memory_order_release);
   }
 
   ObjectSet* set() const { return set_; }
@@ -158,10 +153,10 @@ class ThreadHeap {
   ABlock* unhook_current();
   ABlock* take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain, int64_t* bytes);
 
-  ObjectSet* set_;
   // Written by the owner under lock_, and by another thread's look under lock_; read by
-  // the owner's pops without it.
+  // the owner's pops without it. First, so a pop indexes it straight off the heap pointer.
   std::atomic<ABlock*> current_[SIZE_CLASS_COUNT] = {};
+  ObjectSet* set_;
   std::atomic<bool> popping_{false};
   // Whether an emptied current slab stays current: only where the look can take it from
   // an idle heap (Os::process_barrier), else it is parked as a spare like any emptied slab.
