@@ -43,7 +43,7 @@ void ThreadHeap::unlink(int sc, ABlock* block) {
 void ThreadHeap::detach(int sc, ABlock* block) {
   if (current_[sc].load(std::memory_order_relaxed) == block) {
     current_[sc].store(nullptr, std::memory_order_relaxed);
-    slab_of(block)->in_current_ = false;
+    unkeep(slab_of(block));
   } else if (slab_of(block)->in_full_) {
     unlink_full(sc, block);
   } else {
@@ -143,7 +143,7 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
 void ThreadHeap::keep_empty(int sc, ABlock* block) {
   // Over the budget the slab joins the set's free spans, where any thread can take it
   // and idle time washes it.
-  if (spare_bytes_ + slab_bytes(sc) > SPARE_BYTES_MAX) {
+  if (spare_bytes_ + kept_current_bytes_ + slab_bytes(sc) > SPARE_BYTES_MAX) {
     ObjectSet::free_span(block);
   } else {
     push_spare(sc, block);
@@ -190,7 +190,7 @@ void* ThreadHeap::alloc_slow(int sc) {
     collect(slab);
     if (slab->local_free_ != nullptr || ObjectSet::carve(block)) return take(sc, block);
     current_[sc].store(nullptr, std::memory_order_relaxed);
-    slab->in_current_ = false;
+    unkeep(slab);
     push_full(sc, block);
   }
   if (ABlock* block = pop_spare(sc)) return take(sc, block);
@@ -228,7 +228,12 @@ void* ThreadHeap::alloc_slow(int sc) {
 }
 
 void* ThreadHeap::take(int sc, ABlock* block) {
-  slab_of(block)->in_current_ = keep_emptied_current_;
+  Slab* slab = slab_of(block);
+  if (keep_emptied_current_ && !slab->in_current_ &&
+      spare_bytes_ + kept_current_bytes_ + slab_bytes(sc) <= SPARE_BYTES_MAX) {
+    slab->in_current_ = true;
+    kept_current_bytes_ += slab_bytes(sc);
+  }
   current_[sc].store(block, std::memory_order_release);
   return pop(sc);
 }
@@ -259,7 +264,7 @@ ABlock* ThreadHeap::take_emptied_current(ABlock* unhooked, bool barrier, ABlock*
     // used_ 0: no object out, and the free that emptied the slab has finished (it stores
     // used_ last). No object, so no free can come.
     if (!popping && slab->used_.load(std::memory_order_acquire) == 0) {
-      slab->in_current_ = false;
+      unkeep(slab);
       slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
       block->next_ = chain;
       chain = block;

@@ -23,11 +23,14 @@ class ObjectSet;
 
 class ThreadHeap {
  public:
-  // Bytes of empty slabs a heap keeps as spares, over all classes: a thread that frees
-  // and allocates a batch across slab boundaries takes its slabs back rather than handing
-  // them to the set's free spans and carving new ones each round. Spares go back by idle
-  // time: another thread's look (ObjectSet::reclaim_idle_spares, the housekeeping thread's
-  // each interval) takes every spare of a heap that has made no slow-path call since the last one.
+  // Bytes of slabs a heap may keep empty, over all classes: its spares, and the current
+  // slabs it keeps current when they empty (counted while current, empty or not). A
+  // thread that frees and allocates a batch across slab boundaries takes its slabs back
+  // rather than handing them to the set's free spans and carving new ones each round; one
+  // grown through the classes by realloc leaves no more than this behind. They go back by
+  // idle time: another thread's look (ObjectSet::reclaim_idle_spares, the housekeeping
+  // thread's each interval) takes them from a heap that has made no slow-path call since
+  // the last one.
   static constexpr int64_t SPARE_BYTES_MAX = 256 * 1024;
   // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
   // it partial again without an atomic. Bounds what thread exit walks.
@@ -143,7 +146,8 @@ class ThreadHeap {
   // Owns again a slab this thread disowned and has just freed into: partial, or, emptied
   // by the frees it gathers, kept as any emptied slab is (keep_empty).
   void take_back(ABlock* block);
-  // An emptied slab, in no list: a spare within SPARE_BYTES_MAX, else a free span.
+  // An emptied slab, in no list: a spare within SPARE_BYTES_MAX (with the kept current
+  // slabs), else a free span.
   void keep_empty(int sc, ABlock* block);
   // Another thread's look at this idle heap, under lock_: unhook_current takes every
   // current slab out of current_ (chained through next_); after a process barrier
@@ -151,6 +155,12 @@ class ThreadHeap {
   // under way, onto `chain` for the caller to give back, and puts the others back.
   // Between the two the owner's pops find no current slab and wait for lock_ in alloc_slow.
   ABlock* unhook_current();
+  // A slab leaving current_: no longer kept when emptied.
+  void unkeep(Slab* slab) {
+    if (!slab->in_current_) return;
+    slab->in_current_ = false;
+    kept_current_bytes_ -= slab_bytes(slab->sc_);
+  }
   ABlock* take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain, int64_t* bytes);
 
   // Written by the owner under lock_, and by another thread's look under lock_; read by
@@ -161,6 +171,9 @@ class ThreadHeap {
   // Whether an emptied current slab stays current: only where the look can take it from
   // an idle heap (Os::process_barrier), else it is parked as a spare like any emptied slab.
   bool keep_emptied_current_ = false;
+  // Bytes of the current slabs with in_current_ (under lock_), within SPARE_BYTES_MAX with
+  // the spares.
+  int64_t kept_current_bytes_ = 0;
   // Owned slabs with room that are neither current nor spare (adopted, or freed into
   // after filling), linked via ABlock prev_/next_; a refill takes the head.
   ABlock* partial_[SIZE_CLASS_COUNT] = {};

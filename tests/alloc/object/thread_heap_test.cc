@@ -93,28 +93,30 @@ class ThreadHeapTest : public ChunkMgrTest {
 
 TEST_F(ThreadHeapTest, EmptiedSlabsStayAsSparesWithinTheHeapBudget) {
   ObjectSet set(source_);
-  // 20000 bytes: 3 to a 64 KiB slab, so the budget holds 4 (and no slab filled here is
-  // old enough among the full ones to be disowned).
+  // 20000 bytes: 3 to a 64 KiB slab, so the budget holds 4 slabs: the current one, kept
+  // when it empties, and 3 spares (and no slab filled here is old enough among the full
+  // ones to be disowned).
   constexpr int64_t BIG_SLAB = 64 * 1024;
   ASSERT_EQ(slab_size(size_class_of(20000)), BIG_SLAB);
-  constexpr int KEPT = ThreadHeap::SPARE_BYTES_MAX / BIG_SLAB;
-  ASSERT_EQ(KEPT, 4);
+  constexpr int KEPT = ThreadHeap::SPARE_BYTES_MAX / BIG_SLAB - 1;
+  ASSERT_EQ(KEPT, 3);
   std::vector<void*> objs;
-  for (int i = 0; i < 3 * (KEPT + 2); ++i) objs.push_back(set.alloc(20000, 0));
+  for (int i = 0; i < 3 * (KEPT + 3); ++i) objs.push_back(set.alloc(20000, 0));
   const int64_t full = set.span_used();
   const int64_t releases = os_.release_calls();
   for (int i = 0; i < 3 * KEPT; ++i) ObjectSet::free(objs[i]);
   EXPECT_EQ(set.span_used(), full);  // every one a spare
-  for (int i = 3 * KEPT; i < 3 * (KEPT + 2); ++i) ObjectSet::free(objs[i]);
+  for (int i = 3 * KEPT; i < 3 * (KEPT + 3); ++i) ObjectSet::free(objs[i]);
   // Past the budget a slab joins the set's free spans, with its pages: only idle time
   // washes it. The last, the current slab, stays current.
-  EXPECT_EQ(set.span_used(), full - BIG_SLAB);
+  EXPECT_EQ(set.span_used(), full - 2 * BIG_SLAB);
   EXPECT_EQ(os_.release_calls(), releases);
-  // The spares come back first: refilling as many slabs takes no new span.
+  // The current slab and the spares come back first: refilling as many slabs takes no
+  // new span.
   const int64_t with_spares = set.span_used();
-  for (int i = 0; i < 3 * KEPT; ++i) objs[i] = set.alloc(20000, 0);
+  for (int i = 0; i < 3 * (KEPT + 1); ++i) objs[i] = set.alloc(20000, 0);
   EXPECT_EQ(set.span_used(), with_spares);
-  for (int i = 0; i < 3 * KEPT; ++i) ObjectSet::free(objs[i]);
+  for (int i = 0; i < 3 * (KEPT + 1); ++i) ObjectSet::free(objs[i]);
 }
 
 TEST_F(ThreadHeapTest, ABatchCycledAcrossSlabBoundariesNeitherGivesBackNorWashes) {
@@ -192,6 +194,33 @@ TEST_F(ThreadHeapTest, ALoneObjectCycledOnItsSlabTakesNoSlowPath) {
   for (int i = 0; i < 1000; ++i) ObjectSet::free(set.alloc(64, 0));
   EXPECT_EQ(heap->refills(), refills);
   EXPECT_EQ(set.span_used(), used);
+}
+
+// A thread that went through every class, as a buffer grown by realloc does, keeps its
+// emptied current slabs and spares within SPARE_BYTES_MAX in all: the first classes' stay
+// current, and the rest go back to the set.
+TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
+  ObjectSet set(source_);
+  const int64_t heap_only = (set.heap_for_this_thread(), set.span_used());
+  std::vector<void*> objs;
+  int64_t all_slabs = 0;
+  int last_sc = -1;
+  for (int64_t size = 16; size <= SMALL_OBJECT_MAX; size += 16) {
+    if (size_class_of(size) == last_sc) continue;
+    last_sc = size_class_of(size);
+    all_slabs += slab_size(last_sc);
+    objs.push_back(set.alloc(size, 0));
+  }
+  ASSERT_EQ(static_cast<int>(objs.size()), SIZE_CLASS_COUNT);
+  ASSERT_GT(all_slabs, 2 * ThreadHeap::SPARE_BYTES_MAX);
+  EXPECT_EQ(set.span_used(), heap_only + all_slabs);
+  for (void* p : objs) ObjectSet::free(p);
+  EXPECT_LE(set.span_used() - heap_only, ThreadHeap::SPARE_BYTES_MAX);
+  // The first classes' slabs are still current: cycling them takes no slow path.
+  const ThreadHeap* heap = set.heap_for_this_thread();
+  const uint64_t refills = heap->refills();
+  for (int i = 0; i < 100; ++i) ObjectSet::free(set.alloc(16, 0));
+  EXPECT_EQ(heap->refills(), refills);
 }
 
 // Without the barrier no look could take an emptied current slab from an idle heap, so it
