@@ -143,10 +143,10 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
 void ThreadHeap::keep_empty(int sc, ABlock* block) {
   // Over the budget the slab joins the set's free spans, where any thread can take it
   // and idle time washes it.
-  if (spare_bytes_ + kept_current_bytes_ + slab_bytes(sc) > SPARE_BYTES_MAX) {
-    ObjectSet::free_span(block);
-  } else {
+  if (within_budget(sc)) {
     push_spare(sc, block);
+  } else {
+    ObjectSet::free_span(block);
   }
 }
 
@@ -229,8 +229,7 @@ void* ThreadHeap::alloc_slow(int sc) {
 
 void* ThreadHeap::take(int sc, ABlock* block) {
   Slab* slab = slab_of(block);
-  if (keep_emptied_current_ && !slab->in_current_ &&
-      spare_bytes_ + kept_current_bytes_ + slab_bytes(sc) <= SPARE_BYTES_MAX) {
+  if (keep_emptied_current_ && !slab->in_current_ && within_budget(sc)) {
     slab->in_current_ = true;
     kept_current_bytes_ += slab_bytes(sc);
   }

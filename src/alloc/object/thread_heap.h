@@ -155,13 +155,17 @@ class ThreadHeap {
   // under way, onto `chain` for the caller to give back, and puts the others back.
   // Between the two the owner's pops find no current slab and wait for lock_ in alloc_slow.
   ABlock* unhook_current();
+  ABlock* take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain, int64_t* bytes);
+  // Whether one more slab of class sc, kept empty, stays within SPARE_BYTES_MAX.
+  bool within_budget(int sc) const {
+    return spare_bytes_ + kept_current_bytes_ + slab_bytes(sc) <= SPARE_BYTES_MAX;
+  }
   // A slab leaving current_: no longer kept when emptied.
   void unkeep(Slab* slab) {
     if (!slab->in_current_) return;
     slab->in_current_ = false;
     kept_current_bytes_ -= slab_bytes(slab->sc_);
   }
-  ABlock* take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain, int64_t* bytes);
 
   // Written by the owner under lock_, and by another thread's look under lock_; read by
   // the owner's pops without it. First, so a pop indexes it straight off the heap pointer.
