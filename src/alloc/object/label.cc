@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "achunk/base/spin_lock.h"
-#include "achunk/base/tls.h"
+#include "alloc/object/thread_state.h"
 
 namespace achunk {
 
@@ -91,22 +91,13 @@ uint16_t label_id(const char* label) {
   return lookup(label, clipped_len(label));
 }
 
-namespace {
-
-struct LabelCacheEntry {
-  const char* ptr;
-  uint64_t bytes[2];  // the 16 bytes at ptr when the entry was filled
-  uint16_t id;
-};
-ACHUNK_TLS LabelCacheEntry tl_label_cache[64];
-
-}  // namespace
-
 uint16_t label_id_cached(const char* label) {
   // A real pointer for "no label": an empty entry (ptr nullptr) must never match.
   static constexpr char UNLABELED[] = "unlabeled";
   if (label == nullptr) label = UNLABELED;
-  LabelCacheEntry& e = tl_label_cache[(reinterpret_cast<uintptr_t>(label) >> 4) & 63];
+  // Lookups in the thread's state; entries written only once the thread owns one.
+  LabelCacheEntry& e = thread_state().label_cache[(reinterpret_cast<uintptr_t>(label) >> 4) &
+                                                  (ThreadState::LABEL_CACHE_ENTRIES - 1)];
   uint64_t bytes[2];
   const bool readable = read_label_bytes(label, bytes);
   if (e.ptr == label && readable && e.bytes[0] == bytes[0] && e.bytes[1] == bytes[1]) {
@@ -114,7 +105,7 @@ uint16_t label_id_cached(const char* label) {
   }
   const uint16_t id = label_id(label);
   // Labels near a page end are interned every time rather than cached.
-  if (readable) e = LabelCacheEntry{label, {bytes[0], bytes[1]}, id};
+  if (readable && thread_state_owned()) e = LabelCacheEntry{label, {bytes[0], bytes[1]}, id};
   return id;
 }
 

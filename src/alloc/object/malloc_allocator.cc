@@ -21,16 +21,6 @@ constexpr const char* CTX_NAMES[MAX_CTX_ID] = {
     "PLAN_CACHE_CTX_ID", "WORK_AREA",       "GLIBC",           "CO_STACK",
     "LIBEASY",           "LOGGER_CTX_ID",   "KVSTORE_CACHE_ID"};
 
-// The last (directory, tenant, ctx) this thread allocated from: most threads allocate
-// from one or two, and the directory scan is then skipped.
-struct TaCache {
-  uint32_t allocator_id;  // not the address: another allocator may be built at that one
-  uint64_t tenant_id;
-  int ctx_id;
-  ObTenantCtxAllocator* ta;
-};
-ACHUNK_TLS TaCache tl_ta_cache;
-
 AChunk* fail(AllocFailKind kind, int64_t size) {
   set_alloc_failure(AllocFailure{kind, 0, size, 0, 0});
   return nullptr;
@@ -119,10 +109,6 @@ void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const
 const char* ctx_name(int ctx_id) {
   return ctx_id >= 0 && ctx_id < MAX_CTX_ID ? CTX_NAMES[ctx_id] : "INVALID_CTX_ID";
 }
-
-namespace malloc_front {
-ACHUNK_TLS Entry entries[ENTRIES + 1];
-}  // namespace malloc_front
 
 namespace {
 std::atomic<uint32_t> g_next_allocator_id{1};
@@ -232,13 +218,20 @@ void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) 
 
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align) {
   if (size < 0 || size > OBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
-  TaCache& cache = tl_ta_cache;
-  ObTenantCtxAllocator* ta = cache.ta;
-  if (cache.allocator_id != id_ || cache.tenant_id != attr.tenant_id_ ||
-      cache.ctx_id != attr.ctx_id_ || ta == nullptr) {
+  // The thread allocates: from here on it caches what it finds (without a state, which
+  // only a failed mapping leaves it, it looks everything up each time).
+  ThreadState* state = ObjectSet::own_thread_state();
+  // The last (directory, tenant, ctx) this thread allocated from: most threads allocate
+  // from one or two, and the directory scan is then skipped.
+  ObTenantCtxAllocator* ta = nullptr;
+  if (state != nullptr && state->ta_cache.allocator_id == id_ &&
+      state->ta_cache.tenant_id == attr.tenant_id_ && state->ta_cache.ctx_id == attr.ctx_id_) {
+    ta = state->ta_cache.ta;
+  }
+  if (ta == nullptr) {
     ta = get_tenant_ctx_allocator(attr.tenant_id_, attr.ctx_id_);
     if (ta == nullptr) return fail(AllocFailKind::INVALID_ARGUMENT, size);
-    cache = TaCache{id_, attr.tenant_id_, attr.ctx_id_, ta};
+    if (state != nullptr) state->ta_cache = TaCache{id_, attr.tenant_id_, attr.ctx_id_, ta};
   }
   const uint16_t label = label_id_cached(attr.label_);
   ObjectSet& set = ta->object_set();

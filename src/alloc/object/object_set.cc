@@ -11,8 +11,6 @@
 namespace achunk {
 
 namespace object_set_tls {
-ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
-ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
 ACHUNK_TLS uintptr_t thread_marker = 1;
 std::atomic<uint32_t> fork_generation{0};
 
@@ -31,24 +29,27 @@ namespace {
 std::atomic<ObjectSet*> g_sets[ObjectSet::MAX_SETS];  // live sets by index
 ACHUNK_STATIC_SPIN_LOCK(g_sets_lock, ForkRole::HELD);
 
-using object_set_tls::heap_generation;
-using object_set_tls::heaps;
 auto& g_generation = object_set_tls::generation;
 
 pthread_key_t g_exit_key;
 std::once_flag g_exit_key_once;
 
-// Thread exit: hand every heap of the thread back to its set. pthread keys (not a
-// thread_local destructor) because registering those may call malloc.
+// Thread exit: hand every heap of the thread back to its set, then its state to the
+// pool. pthread keys (not a thread_local destructor) because registering those may call
+// malloc. A later destructor that allocates takes a state again and re-arms the key.
 void on_thread_exit(void*) {
+  if (!thread_state_owned()) return;
+  ThreadState& state = thread_state();
   for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
-    ThreadHeap* heap = heaps[i];
+    ThreadHeap* heap = state.heaps[i];
     if (heap == nullptr) continue;
-    heaps[i] = nullptr;
+    state.heaps[i] = nullptr;
     ++object_set_tls::heap_epoch;
-    if (heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
+    if (state.heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
     if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
   }
+  tl_thread_state = const_cast<ThreadState*>(&thread_state_detail::EMPTY);
+  release_thread_state(&state);
 }
 
 void arm_thread_exit() {
@@ -80,8 +81,19 @@ ObjectSet::~ObjectSet() {
   // The shards' BlockSets return every chunk, heaps and live objects included.
 }
 
+ThreadState* ObjectSet::own_thread_state() {
+  if (thread_state_owned()) return &thread_state();
+  ThreadState* state = acquire_thread_state();
+  if (state == nullptr) return nullptr;
+  tl_thread_state = state;
+  arm_thread_exit();
+  return state;
+}
+
 ThreadHeap* ObjectSet::create_heap() {
   if (index_ < 0) return nullptr;
+  ThreadState* state = own_thread_state();
+  if (state == nullptr) return nullptr;
   const uint32_t gen = g_generation[index_].load(std::memory_order_relaxed);
   ThreadHeap* heap = nullptr;
   take_span(sizeof(ThreadHeap), [&](ABlock* block) {
@@ -97,15 +109,14 @@ ThreadHeap* ObjectSet::create_heap() {
     if (heaps_ != nullptr) heaps_->prev_heap_ = heap;
     heaps_ = heap;
   }
-  heaps[index_] = heap;
-  heap_generation[index_] = gen;
-  arm_thread_exit();
+  state->heaps[index_] = heap;
+  state->heap_generation[index_] = gen;
   return heap;
 }
 
 void ObjectSet::flush_thread_heap() {
   if (ThreadHeap* heap = existing_heap()) {
-    heaps[index_] = nullptr;
+    thread_state().heaps[index_] = nullptr;
     ++object_set_tls::heap_epoch;
     abandon(heap);
     return;
@@ -338,6 +349,7 @@ void ObjectSet::on_fork_child() {
 
 void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
   v.visit(g_sets_lock, "object_set.registry");
+  thread_state_visit_fork_locks(v);
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       v.visit(set->heaps_lock_, "object_set.heaps");

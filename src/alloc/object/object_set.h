@@ -133,10 +133,14 @@ class ObjectSet {
   // The calling thread's heap if it already has one.
   ThreadHeap* existing_heap() const {
     if (index_ < 0) return nullptr;
-    ThreadHeap* heap = object_set_tls::heaps[index_];
+    const ThreadState& state = thread_state();
+    ThreadHeap* heap = state.heaps[index_];
     const uint32_t gen = object_set_tls::generation[index_].load(std::memory_order_relaxed);
-    return heap != nullptr && object_set_tls::heap_generation[index_] == gen ? heap : nullptr;
+    return heap != nullptr && state.heap_generation[index_] == gen ? heap : nullptr;
   }
+  // The calling thread's ThreadState, taken from the pool on first use and given back at
+  // its exit (with its heaps); nullptr when none can be mapped.
+  static ThreadState* own_thread_state();
   int index() const { return index_; }
   ObjectMgr& object_mgr() { return mgr_; }
   // fork(): every set's locks (after the registry's, which keeps the set list still while

@@ -1,6 +1,7 @@
 // Object layer: a slab's state (Slab, kept in its span's ABlock owner area) and the
-// per-thread identity and heap pointers the fast paths read: what ThreadHeap and ObjectSet
-// both build on. Depends on the block layer's ablock.h, aobject.h and the base layer's tls.h.
+// per-thread identity and heap generations the fast paths read: what ThreadHeap and ObjectSet
+// both build on. Depends on the block layer's ablock.h, aobject.h, thread_state.h and the base
+// layer's tls.h.
 #pragma once
 
 #include <atomic>
@@ -10,18 +11,16 @@
 #include "achunk/base/tls.h"
 #include "alloc/block/ablock.h"
 #include "alloc/object/aobject.h"
+#include "alloc/object/thread_state.h"
 
 namespace achunk {
 
 class ThreadHeap;
 
-// Per-thread heap pointers by set index, and a generation per index so a pointer cached
-// for a destroyed set is recognised as stale even after the index is reused. Declared
-// here so the lookup inlines into the allocation path.
+// The per-set generations a thread's heap pointers (ThreadState::heaps) are checked
+// against, the thread's identity and its heap epoch. Declared here so the lookups inline
+// into the allocation and free paths.
 namespace object_set_tls {
-inline constexpr int MAX_SETS = 256;
-extern ACHUNK_TLS ThreadHeap* heaps[MAX_SETS];
-extern ACHUNK_TLS uint32_t heap_generation[MAX_SETS];
 extern std::atomic<uint32_t> generation[MAX_SETS];
 // Names the calling thread among the threads of this process, 1 (no slab's owner) until
 // the thread's first this_thread_marker(): its TLS address with the process's fork

@@ -1,0 +1,105 @@
+// Object layer: ThreadState, what one thread caches to find its memory fast: its heap in
+// each object set, ob_malloc's front entries, the label cache and its last (tenant, ctx)
+// allocator. One block per thread that allocates, taken from a pool on its first
+// allocation (ObjectSet::own_thread_state) and given back at its exit, so TLS keeps one
+// pointer: a thread that never allocates costs nothing, and glibc zeroes no cache when a
+// thread starts. Until then the pointer names a shared, read-only, empty state on which
+// every lookup misses. Depends on the base layer's tls.h and fork_locks.h.
+#pragma once
+
+#include <cstdint>
+
+#include "achunk/base/fork_locks.h"
+#include "achunk/base/tls.h"
+
+namespace achunk {
+
+class ThreadHeap;
+class ObTenantCtxAllocator;
+
+namespace object_set_tls {
+inline constexpr int MAX_SETS = 256;
+}  // namespace object_set_tls
+
+namespace malloc_front {
+// One (allocator, tenant, ctx, label) the thread allocated for: its heap and the label's
+// id. A cache line each, so finding one is a shift.
+struct alignas(64) Entry {
+  const char* label;
+  uint64_t label_bytes[2];  // the 16 bytes at `label` when the entry was filled
+  uint64_t tenant_id;
+  ThreadHeap* heap;
+  int32_t ctx_id;
+  uint32_t allocator_id;  // 0: empty
+  uint32_t heap_epoch;
+  // make_header(IN_USE, label id, 0): an object's header is this or its size.
+  uint64_t in_use_header;
+};
+static_assert(sizeof(Entry) == 64);
+inline constexpr int ENTRIES = 64;
+}  // namespace malloc_front
+
+// A label pointer with the 16 bytes found at it and its interned id.
+struct LabelCacheEntry {
+  const char* ptr;
+  uint64_t bytes[2];
+  uint16_t id;
+};
+
+// The last (directory, tenant, ctx) the thread allocated from.
+struct TaCache {
+  uint32_t allocator_id;  // not the address: another allocator may be built at that one
+  uint64_t tenant_id;
+  int ctx_id;
+  ObTenantCtxAllocator* ta;
+};
+
+struct alignas(4096) ThreadState {
+  static constexpr int LABEL_CACHE_ENTRIES = 64;
+  // ob_malloc's hashed entries, then the entry of alloc_static, which no hash reaches.
+  malloc_front::Entry entries[malloc_front::ENTRIES + 1];
+  // The thread's heap by set index, and the set's generation when it was made, so a
+  // pointer kept for a destroyed set is seen to be stale after the index is reused.
+  ThreadHeap* heaps[object_set_tls::MAX_SETS];
+  uint32_t heap_generation[object_set_tls::MAX_SETS];
+  LabelCacheEntry label_cache[LABEL_CACHE_ENTRIES];
+  TaCache ta_cache;
+  // Pool bookkeeping: written since the state was last zeroed (a washed state reads 0
+  // and needs no clearing), and the link of the pool's free list.
+  bool dirty;
+  ThreadState* next_free;
+};
+
+namespace thread_state_detail {
+extern const ThreadState EMPTY;
+}  // namespace thread_state_detail
+// The calling thread's state, or the empty one until it first allocates.
+extern ACHUNK_TLS ThreadState* tl_thread_state;
+
+// For lookups only: a write needs an owned state (ObjectSet::own_thread_state).
+inline ThreadState& thread_state() {
+  return *tl_thread_state;
+}
+inline bool thread_state_owned() {
+  return tl_thread_state != &thread_state_detail::EMPTY;
+}
+
+// The pool. A fresh or reused state, zeroed, or nullptr when no memory can be mapped.
+ThreadState* acquire_thread_state();
+// Takes back a state no thread uses any more. The pool keeps THREAD_STATES_KEPT states
+// resident for the next threads; beyond them a state's pages go back to the OS, so a burst
+// of threads leaves about a page per state behind.
+void release_thread_state(ThreadState* state);
+inline constexpr int THREAD_STATES_KEPT = 32;
+
+struct ThreadStatePoolStats {
+  int64_t mapped = 0;  // states mapped so far (some perhaps never handed out yet)
+  int64_t in_use = 0;  // held by threads
+  int64_t free = 0;    // given back, waiting in the pool
+  int64_t washed = 0;  // of the free ones, those whose pages went back to the OS
+};
+ThreadStatePoolStats thread_state_pool_stats();
+// fork(): the pool's lock, held across the fork.
+void thread_state_visit_fork_locks(ForkLockVisitor& v);
+
+}  // namespace achunk

@@ -1,0 +1,125 @@
+#include "alloc/object/thread_state.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "achunk/platform/linux_os.h"
+#include "alloc/object/label.h"
+#include "alloc/object/malloc_allocator.h"
+#include "alloc/object/object_set.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+// Whether every byte of the state's caches reads zero.
+bool all_zero(const ThreadState* state) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(state);
+  for (size_t i = 0; i < offsetof(ThreadState, dirty); ++i) {
+    if (bytes[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(ThreadStateTest, AThreadThatNeverAllocatesOwnsNone) {
+  bool owned = true;
+  std::thread([&] {
+    owned = thread_state_owned();
+    // Lookups read the empty state: no heap, no front entry, no cached label.
+    EXPECT_EQ(thread_state().heaps[0], nullptr);
+    EXPECT_EQ(thread_state().entries[malloc_front::ENTRIES].allocator_id, 0u);
+    // A label lookup works, and caches nothing (the empty state is read-only: a write
+    // would fault).
+    EXPECT_EQ(label_id_cached("t_state_none"), label_id("t_state_none"));
+    EXPECT_FALSE(thread_state_owned());
+  }).join();
+  EXPECT_FALSE(owned);
+}
+
+class ThreadStateSetTest : public ChunkMgrTest {
+ protected:
+  DirectChunkSource source_{mgr_};
+};
+
+TEST_F(ThreadStateSetTest, TheFirstAllocationTakesAStateAndExitGivesItBack) {
+  ObjectSet set(source_);
+  const ThreadStatePoolStats before = thread_state_pool_stats();
+  ThreadState* taken = nullptr;
+  std::thread([&] {
+    EXPECT_FALSE(thread_state_owned());
+    void* p = set.alloc(64, label_id("t_state"));
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(thread_state_owned());
+    taken = &thread_state();
+    EXPECT_EQ(thread_state_pool_stats().in_use, before.in_use + 1);
+    EXPECT_EQ(set.existing_heap(), thread_state().heaps[set.index()]);
+    ObjectSet::free(p);
+  }).join();
+  const ThreadStatePoolStats after = thread_state_pool_stats();
+  EXPECT_EQ(after.in_use, before.in_use);
+  EXPECT_EQ(after.free, before.free + 1);
+  // The next thread to allocate reuses it, cleared: nothing maps a new one.
+  std::thread([&] {
+    ThreadState* state = ObjectSet::own_thread_state();
+    EXPECT_EQ(state, taken);
+    EXPECT_EQ(state->heaps[set.index()], nullptr);
+    EXPECT_EQ(thread_state_pool_stats().mapped, after.mapped);
+  }).join();
+}
+
+TEST(ThreadStatePoolTest, AReusedStateStartsEmpty) {
+  ThreadState* state = acquire_thread_state();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(all_zero(state));
+  std::memset(static_cast<void*>(state), 0x5A, offsetof(ThreadState, dirty));
+  release_thread_state(state);
+  ThreadState* again = acquire_thread_state();
+  EXPECT_EQ(again, state);  // newest first
+  EXPECT_TRUE(all_zero(again));
+  release_thread_state(again);
+}
+
+TEST(ThreadStatePoolTest, StatesBeyondTheKeptOnesGiveTheirPagesBack) {
+  constexpr int COUNT = THREAD_STATES_KEPT + 8;
+  std::vector<ThreadState*> states;
+  for (int i = 0; i < COUNT; ++i) {
+    ThreadState* state = acquire_thread_state();
+    ASSERT_NE(state, nullptr);
+    std::memset(static_cast<void*>(state), 0x5A, offsetof(ThreadState, dirty));
+    states.push_back(state);
+  }
+  const ThreadStatePoolStats before = thread_state_pool_stats();
+  for (ThreadState* state : states) release_thread_state(state);
+  const ThreadStatePoolStats after = thread_state_pool_stats();
+  EXPECT_EQ(after.free, before.free + COUNT);
+  EXPECT_LE(after.free - after.washed, THREAD_STATES_KEPT);
+  EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_KEPT);
+  // A washed state keeps one page (its free-list link) of its three.
+  LinuxOs os;
+  int small = 0;
+  for (ThreadState* state : states) {
+    const int64_t resident = os.resident_bytes(state, sizeof(ThreadState));
+    if (resident >= 0 && resident <= 4096) ++small;
+  }
+  EXPECT_GE(small, COUNT - THREAD_STATES_KEPT);
+  // All come back cleared, washed or not.
+  std::vector<ThreadState*> again;
+  for (int i = 0; i < COUNT; ++i) {
+    again.push_back(acquire_thread_state());
+    ASSERT_NE(again.back(), nullptr);
+    EXPECT_TRUE(all_zero(again.back())) << i;
+  }
+  EXPECT_EQ(thread_state_pool_stats().mapped, after.mapped);
+  for (ThreadState* state : again) release_thread_state(state);
+}
+
+TEST(ThreadStateSizeTest, TheStateIsWholePages) {
+  EXPECT_EQ(sizeof(ThreadState) % 4096, 0u);
+  EXPECT_LE(sizeof(ThreadState), 3 * 4096u);
+}
+
+}  // namespace
+}  // namespace achunk::testing
