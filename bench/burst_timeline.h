@@ -28,6 +28,7 @@ class BurstStatsHost final : public StatsHost {
   void measure_usage(UsageScan* scan) override { achunk::measure_usage(objs_, scan); }
   int64_t wash_spans(bool all) override;
   bool housekeeping_running() override { return false; }
+  ThreadStatePoolStats thread_states() override { return {}; }
 
  private:
   AChunkMgr& mgr_;

@@ -66,6 +66,7 @@ class BenchStatsHost final : public StatsHost {
   }
   int64_t wash_spans(bool) override { return 0; }
   bool housekeeping_running() override { return false; }
+  ThreadStatePoolStats thread_states() override { return {}; }
 
  private:
   Options opts_;

@@ -68,6 +68,7 @@ struct Globals final : StatsHost {
   bool housekeeping_running() override {
     return g_release_thread_started.load(std::memory_order_relaxed);
   }
+  ThreadStatePoolStats thread_states() override { return thread_state_pool_stats(); }
 
   // Pushes every option value to the objects that use them (at start-up).
   void apply() {

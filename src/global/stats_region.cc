@@ -25,6 +25,7 @@ struct Extra {
   int64_t label_count = 0;
   int64_t usage_scans = 0;
   int64_t usage_age_ms = -1;
+  ThreadStatePoolStats threads;
 };
 
 bool has(const char* name, const char* part) {
@@ -69,6 +70,9 @@ void visit_fields(const ChunkMgrStats& s, const int64_t* options, const Extra& x
   f("", "label_count", FieldUnit::COUNT, x.label_count);
   f("", "usage_scans", FieldUnit::COUNT, x.usage_scans);
   f("", "usage_age_ms", FieldUnit::MS, x.usage_age_ms);
+  f("", "thread_states", FieldUnit::COUNT, x.threads.in_use);
+  f("", "thread_states_free", FieldUnit::COUNT, x.threads.free);
+  f("", "thread_states_washed", FieldUnit::COUNT, x.threads.washed);
 }
 
 constexpr int THP_SIZE = sizeof(ChunkMgrStats::thp_mode);
@@ -245,6 +249,7 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   x.label_count = usage_.ntop;
   x.usage_scans = usage_scans_;
   x.usage_age_ms = usage_at_us_ < 0 ? -1 : (now_us - usage_at_us_) / 1000;
+  x.threads = host_.thread_states();
 
   stats::Header* h = header();
   unsigned char* base = mutable_bytes();

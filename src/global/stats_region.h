@@ -14,6 +14,7 @@
 #include "achunk/platform/os.h"
 #include "alloc/object/ctx_usage.h"
 #include "alloc/object/malloc_allocator.h"
+#include "alloc/object/thread_state.h"
 #include "global/stats_layout.h"
 
 namespace achunk {
@@ -53,6 +54,8 @@ class StatsHost {
   // Washes every free span (`all`) or those idle for span_idle_ms; the bytes washed.
   virtual int64_t wash_spans(bool all) = 0;
   virtual bool housekeeping_running() = 0;
+  // The per-thread caches' pool (thread_state_pool_stats()).
+  virtual ThreadStatePoolStats thread_states() = 0;
 
  protected:
   ~StatsHost() = default;

@@ -35,11 +35,13 @@ class TestHost final : public StatsHost {
     return 4096;
   }
   bool housekeeping_running() override { return housekeeping; }
+  ThreadStatePoolStats thread_states() override { return threads; }
   ObMallocAllocator& allocator() { return *alloc_; }
 
   Options opts;
   bool busy = false;
   bool housekeeping = false;
+  ThreadStatePoolStats threads{48, 7, 3, 1};
   int washes = 0;
 
  private:

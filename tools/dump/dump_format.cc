@@ -81,6 +81,11 @@ std::string format_text(const Snapshot& s) {
     absl::StrAppendFormat(&out, " %s=%15s", field, grouped(f.value));
   }
   if (line_mb >= 0) out += '\n';
+  if (s.find("thread_states") != nullptr) {  // since region 1.2
+    absl::StrAppendFormat(&out, "[THREAD_STATES] in_use=%8s free=%8s washed=%8s\n",
+                          grouped(s.get("thread_states")), grouped(s.get("thread_states_free")),
+                          grouped(s.get("thread_states_washed")));
+  }
   // The usage dump's names; -1: not measured yet (no housekeeping thread, or a 1.0 region).
   for (const CtxRow& c : s.ctxs) {
     absl::StrAppendFormat(&out, "[MEMORY] tenant_id=%5d ctx_id=%s hold=%15s used=%15s limit=%15s",
@@ -161,10 +166,16 @@ std::string format_json(const Snapshot& s) {
   }
   absl::StrAppendFormat(&out,
                         "},\"ctx_count\":%d,\"requests_served\":%d,"
-                        "\"housekeeping_running\":%d,\"usage_scans\":%d,\"usage_age_ms\":%d}\n",
+                        "\"housekeeping_running\":%d,\"usage_scans\":%d,\"usage_age_ms\":%d",
                         s.get("ctx_count", 0), s.get("requests_served", 0),
                         s.get("housekeeping_running", 0), s.get("usage_scans", 0),
                         s.get("usage_age_ms", -1));
+  // -1: a region older than 1.2.
+  absl::StrAppendFormat(&out,
+                        ",\"thread_states\":%d,\"thread_states_free\":%d,"
+                        "\"thread_states_washed\":%d}\n",
+                        s.get("thread_states", -1), s.get("thread_states_free", -1),
+                        s.get("thread_states_washed", -1));
   return out;
 }
 

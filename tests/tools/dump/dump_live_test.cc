@@ -117,6 +117,9 @@ TEST(DumpLiveTest, ReadsChangesAndReleasesALiveProcess) {
   // The housekeeping thread's first tick scanned usage; a ctx it saw has its figures.
   EXPECT_GE(s->get("usage_scans"), 1);
   EXPECT_EQ(static_cast<int64_t>(s->labels.size()), s->get("label_count"));
+  // The main thread allocated, so it holds a state.
+  EXPECT_GE(s->get("thread_states"), 1);
+  EXPECT_GE(s->get("thread_states_free"), 0);
   for (const dump::CtxRow& row : s->ctxs) {
     EXPECT_LE(row.used, row.hold) << row.ctx_name;
     EXPECT_LE(row.free_spans, row.hold) << row.ctx_name;

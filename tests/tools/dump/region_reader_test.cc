@@ -32,6 +32,7 @@ class NullHost final : public StatsHost {
   }
   int64_t wash_spans(bool) override { return 0; }
   bool housekeeping_running() override { return false; }
+  ThreadStatePoolStats thread_states() override { return {}; }
   Options opts;
 };
 
