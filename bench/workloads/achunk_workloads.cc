@@ -2,6 +2,8 @@
 // the same binary measures any allocator preloaded under it (LD_PRELOAD). Prints
 // "<pattern> <elapsed ms> <checksum>"; bench/workloads/run.sh adds peak RSS and compares.
 // Usage: achunk_workloads PATTERN [scale]   (scale multiplies the work, default 1)
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -206,6 +208,25 @@ void churn() {
   }
 }
 
+// Thread start: threads that allocate nothing, four at a time, started and joined
+// through pthreads (no std::thread state on the heap): what an allocator's per-thread
+// state costs a thread that never calls it.
+void spawn() {
+  for (int64_t g = 0; g < scaled(10'000); ++g) {
+    pthread_t ts[4];
+    for (pthread_t& t : ts) {
+      pthread_create(
+          &t, nullptr,
+          [](void*) -> void* {
+            g_sum.fetch_add(1, std::memory_order_relaxed);
+            return nullptr;
+          },
+          nullptr);
+    }
+    for (pthread_t t : ts) pthread_join(t, nullptr);
+  }
+}
+
 // Big blocks of 5-25 MiB, up to 8 live, the mix of sizes drifting; every page written.
 void big() {
   std::mt19937 rng(11);
@@ -261,6 +282,7 @@ const Pattern PATTERNS[] = {
     {"prodcons", prodcons},
     {"server", server},
     {"churn", churn},
+    {"spawn", spawn},
     {"big", big},
     {"realloc", realloc_growth},
     {"calloc", calloc_big},
