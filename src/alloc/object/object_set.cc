@@ -69,7 +69,8 @@ ObjectSet::ObjectSet(ChunkSource& source) : source_(source), mgr_(source, this) 
       return;
     }
   }
-  // Out of indices: the set still works, but every alloc takes the shared slow path.
+  // Out of indices (MAX_SETS sets alive): the set still works, but without thread heaps,
+  // so every object, small ones too, takes a span of its own (alloc).
 }
 
 ObjectSet::~ObjectSet() {

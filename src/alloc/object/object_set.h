@@ -244,7 +244,9 @@ ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t hea
 inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
   ThreadHeap* heap = heap_for_this_thread();
-  return heap != nullptr ? heap->alloc_object(size, label) : nullptr;
+  if (heap != nullptr) return heap->alloc_object(size, label);
+  // A set beyond MAX_SETS has no per-thread heaps: each object gets a span of its own.
+  return index_ < 0 ? alloc_big(size, label) : nullptr;
 }
 
 inline void ObjectSet::free(void* ptr) {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -347,6 +348,32 @@ TEST_F(ObjectSetTest, BigObjectsFromUntouchedPagesAreBornZero) {
   EXPECT_EQ(again, a);
   EXPECT_FALSE(ObjectSet::born_zero(again));
   for (void* p : {again, b, small}) ObjectSet::free(p);
+}
+
+TEST_F(ObjectSetTest, ASetBeyondMaxSetsStillServesSmallObjects) {
+  // Fill every index left in this process, then make one more set.
+  std::vector<std::unique_ptr<ObjectSet>> sets;
+  while (sets.empty() || sets.back()->index() >= 0) {
+    ASSERT_LE(sets.size(), static_cast<size_t>(ObjectSet::MAX_SETS));
+    sets.push_back(std::make_unique<ObjectSet>(source_));
+  }
+  ObjectSet& extra = *sets.back();
+  const uint16_t label = label_id("t_no_index");
+  std::vector<void*> ptrs;
+  for (int64_t size : {int64_t{1}, int64_t{64}, int64_t{1000}, SMALL_OBJECT_MAX}) {
+    void* p = extra.alloc(size, label);
+    ASSERT_NE(p, nullptr) << size;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+    EXPECT_EQ(ObjectSet::object_size(p, load_header(p)), size);
+    EXPECT_EQ(header_label(load_header(p)), label);
+    EXPECT_TRUE(tail_intact(p, static_cast<uint32_t>(size)));
+    EXPECT_EQ(ObjectSet::owner_of(p), &extra);
+    std::memset(p, 0x44, static_cast<size_t>(size));
+    ptrs.push_back(p);
+  }
+  EXPECT_EQ(extra.existing_heap(), nullptr);
+  for (void* p : ptrs) ObjectSet::free(p);
+  EXPECT_EQ(extra.span_used(), 0);
 }
 
 TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
