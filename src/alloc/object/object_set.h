@@ -245,8 +245,10 @@ inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
   ThreadHeap* heap = heap_for_this_thread();
   if (heap != nullptr) return heap->alloc_object(size, label);
-  // A set beyond MAX_SETS has no per-thread heaps: each object gets a span of its own.
-  return index_ < 0 ? alloc_big(size, label) : nullptr;
+  // No heap: a set beyond MAX_SETS, or a thread whose ThreadState could not be mapped
+  // (vm.max_map_count reached, say). Each object gets a span of its own, from chunks the
+  // cache may still hold; with no memory at all this fails as any allocation does.
+  return alloc_big(size, label);
 }
 
 inline void ObjectSet::free(void* ptr) {

@@ -1,5 +1,6 @@
 #include "alloc/object/thread_state.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -29,8 +30,19 @@ ThreadState* g_free = nullptr;  // newest first
 ThreadState* g_fresh = nullptr;
 int64_t g_fresh_left = 0;
 ThreadStatePoolStats g_stats;
+std::atomic<Os*> g_os{nullptr};
+
+// The OS set by set_thread_state_os, else `fallback`.
+Os& pool_os(LinuxOs& fallback) {
+  Os* os = g_os.load(std::memory_order_acquire);
+  return os != nullptr ? *os : fallback;
+}
 
 }  // namespace
+
+void set_thread_state_os(Os* os) {
+  g_os.store(os, std::memory_order_release);
+}
 
 ThreadState* acquire_thread_state() {
   ThreadState* state = nullptr;
@@ -43,11 +55,10 @@ ThreadState* acquire_thread_state() {
       if (!state->dirty) --g_stats.washed;
     } else {
       if (g_fresh_left == 0) {
-        // The platform's mapping call; the state is not chunk memory, as TLS is not.
-        LinuxOs os;
+        LinuxOs linux_os;
         int err = 0;
-        void* p = os.map_aligned(STATES_PER_MAP * static_cast<int64_t>(sizeof(ThreadState)),
-                                 alignof(ThreadState), &err);
+        void* p = pool_os(linux_os).map_aligned(
+            STATES_PER_MAP * static_cast<int64_t>(sizeof(ThreadState)), alignof(ThreadState), &err);
         if (p == nullptr) return nullptr;
         g_fresh = static_cast<ThreadState*>(p);
         g_fresh_left = STATES_PER_MAP;
@@ -68,8 +79,8 @@ ThreadState* acquire_thread_state() {
 void release_thread_state(ThreadState* state) {
   std::lock_guard<SpinLock> guard(g_pool_lock);
   if (g_stats.free - g_stats.washed >= THREAD_STATES_KEPT) {
-    LinuxOs os;
-    if (os.release_pages(state, sizeof(ThreadState)) == 0) {
+    LinuxOs linux_os;
+    if (pool_os(linux_os).release_pages(state, sizeof(ThreadState)) == 0) {
       state->dirty = false;
       ++g_stats.washed;
     }

@@ -4,13 +4,15 @@
 // allocation (ObjectSet::own_thread_state) and given back at its exit, so TLS keeps one
 // pointer: a thread that never allocates costs nothing, and glibc zeroes no cache when a
 // thread starts. Until then the pointer names a shared, read-only, empty state on which
-// every lookup misses. Depends on the base layer's tls.h and fork_locks.h.
+// every lookup misses. Depends on the base layer's tls.h and fork_locks.h, and the
+// platform layer's os.h.
 #pragma once
 
 #include <cstdint>
 
 #include "achunk/base/fork_locks.h"
 #include "achunk/base/tls.h"
+#include "achunk/platform/os.h"
 
 namespace achunk {
 
@@ -85,6 +87,7 @@ inline bool thread_state_owned() {
 }
 
 // The pool. A fresh or reused state, zeroed, or nullptr when no memory can be mapped.
+// Then the thread goes on without caches: ObjectSet serves its small objects from spans.
 ThreadState* acquire_thread_state();
 // Takes back a state no thread uses any more. The pool keeps THREAD_STATES_KEPT states
 // resident for the next threads; beyond them a state's pages go back to the OS, so a burst
@@ -99,6 +102,10 @@ struct ThreadStatePoolStats {
   int64_t washed = 0;  // of the free ones, those whose pages went back to the OS
 };
 ThreadStatePoolStats thread_state_pool_stats();
+// The OS the pool maps and washes states through: a LinuxOs unless set (tests pass a
+// fake that fails on demand; nullptr goes back to the default). States are not chunk
+// memory, as TLS is not, so the chunk manager's OS need not be this one.
+void set_thread_state_os(Os* os);
 // fork(): the pool's lock, held across the fork.
 void thread_state_visit_fork_locks(ForkLockVisitor& v);
 

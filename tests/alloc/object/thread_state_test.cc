@@ -11,6 +11,7 @@
 #include "alloc/object/malloc_allocator.h"
 #include "alloc/object/object_set.h"
 #include "support/chunk_mgr_fixture.h"
+#include "support/fake_os.h"
 
 namespace achunk::testing {
 namespace {
@@ -69,6 +70,30 @@ TEST_F(ThreadStateSetTest, TheFirstAllocationTakesAStateAndExitGivesItBack) {
     EXPECT_EQ(state->heaps[set.index()], nullptr);
     EXPECT_EQ(thread_state_pool_stats().mapped, after.mapped);
   }).join();
+}
+
+TEST_F(ThreadStateSetTest, WithoutAStateSmallObjectsStillComeAsSpans) {
+  ObjectSet set(source_);
+  FakeOs failing;
+  failing.fail_next_maps(1 << 20);
+  set_thread_state_os(&failing);
+  // Every state the pool has, so the next thread's must be mapped, and that fails.
+  std::vector<ThreadState*> drained;
+  while (ThreadState* state = acquire_thread_state()) drained.push_back(state);
+  EXPECT_GE(failing.map_calls(), 1);
+  std::thread([&] {
+    void* p = set.alloc(64, label_id("t_no_state"));
+    ASSERT_NE(p, nullptr);
+    EXPECT_FALSE(thread_state_owned());
+    EXPECT_EQ(set.existing_heap(), nullptr);
+    EXPECT_EQ(ObjectSet::object_size(p, load_header(p)), 64);
+    EXPECT_TRUE(tail_intact(p, 64));
+    std::memset(p, 0x44, 64);
+    ObjectSet::free(p);
+  }).join();
+  EXPECT_EQ(set.span_used(), 0);
+  set_thread_state_os(nullptr);
+  for (ThreadState* state : drained) release_thread_state(state);
 }
 
 TEST(ThreadStatePoolTest, AReusedStateStartsEmpty) {
