@@ -4,14 +4,14 @@
 // is trusted only while nothing it names can have changed: the allocator by its
 // instance id, the heap by this thread's heap epoch (bumped whenever the thread gives a
 // heap back), the label by the 16 bytes found at its pointer. Never allocates.
-// Depends on thread_heap.h and label.h.
+// Depends on thread_state.h (the entries), object_set.h and label.h.
 #pragma once
 
 #include <cstdint>
 
-#include "achunk/base/tls.h"
 #include "alloc/object/label.h"
 #include "alloc/object/object_set.h"
+#include "alloc/object/thread_state.h"
 
 namespace achunk {
 namespace malloc_front {
