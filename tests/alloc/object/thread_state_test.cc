@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -123,14 +124,13 @@ TEST(ThreadStatePoolTest, StatesBeyondTheKeptOnesGiveTheirPagesBack) {
   EXPECT_EQ(after.free, before.free + COUNT);
   EXPECT_LE(after.free - after.washed, THREAD_STATES_KEPT);
   EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_KEPT);
-  // A washed state keeps one page (its free-list link) of its three.
+  // A washed state keeps no page: the pool keeps its address outside it.
   LinuxOs os;
-  int small = 0;
+  int none = 0;
   for (ThreadState* state : states) {
-    const int64_t resident = os.resident_bytes(state, sizeof(ThreadState));
-    if (resident >= 0 && resident <= 4096) ++small;
+    if (os.resident_bytes(state, sizeof(ThreadState)) == 0) ++none;
   }
-  EXPECT_GE(small, COUNT - THREAD_STATES_KEPT);
+  EXPECT_GE(none, COUNT - THREAD_STATES_KEPT);
   // All come back cleared, washed or not.
   std::vector<ThreadState*> again;
   for (int i = 0; i < COUNT; ++i) {
@@ -140,6 +140,63 @@ TEST(ThreadStatePoolTest, StatesBeyondTheKeptOnesGiveTheirPagesBack) {
   }
   EXPECT_EQ(thread_state_pool_stats().mapped, after.mapped);
   for (ThreadState* state : again) release_thread_state(state);
+}
+
+TEST(ThreadStatePoolTest, ABurstOfThreadsLeavesNoPagesInThePool) {
+  // More washed states than the first array of their addresses holds, so it is moved.
+  constexpr int COUNT = THREAD_STATES_KEPT + 600;
+  std::vector<ThreadState*> states;
+  for (int i = 0; i < COUNT; ++i) {
+    states.push_back(acquire_thread_state());
+    ASSERT_NE(states.back(), nullptr);
+    states.back()->heaps[0] = reinterpret_cast<ThreadHeap*>(static_cast<uintptr_t>(i) + 1);
+  }
+  const ThreadStatePoolStats before = thread_state_pool_stats();
+  for (ThreadState* state : states) release_thread_state(state);
+  const ThreadStatePoolStats after = thread_state_pool_stats();
+  EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_KEPT);
+  LinuxOs os;
+  int64_t resident = 0;
+  for (ThreadState* state : states) resident += os.resident_bytes(state, sizeof(ThreadState));
+  // The kept states' pages only (up to three each); the washed ones have none.
+  EXPECT_LE(resident, int64_t{THREAD_STATES_KEPT} * int64_t{sizeof(ThreadState)});
+  // Every state comes back exactly once, cleared, none mapped anew.
+  std::vector<ThreadState*> again;
+  for (int i = 0; i < COUNT; ++i) {
+    again.push_back(acquire_thread_state());
+    ASSERT_NE(again.back(), nullptr);
+    EXPECT_EQ(again.back()->heaps[0], nullptr) << i;
+  }
+  EXPECT_EQ(thread_state_pool_stats().mapped, after.mapped);
+  std::vector<ThreadState*> sorted_before = states, sorted_again = again;
+  std::sort(sorted_before.begin(), sorted_before.end());
+  std::sort(sorted_again.begin(), sorted_again.end());
+  EXPECT_EQ(std::adjacent_find(sorted_again.begin(), sorted_again.end()), sorted_again.end());
+  for (ThreadState* state : again) release_thread_state(state);
+}
+
+TEST(ThreadStatePoolTest, AFailedMappingIsNotRetriedAtEveryAcquire) {
+  FakeOs failing;
+  failing.fail_next_maps(1 << 20);
+  set_thread_state_os(&failing);
+  std::vector<ThreadState*> drained;
+  while (ThreadState* state = acquire_thread_state()) drained.push_back(state);
+  ASSERT_EQ(failing.map_calls(), 1);
+  // 10,000 more tries (a state-less thread's mallocs) map a few times, not 10,000.
+  for (int i = 0; i < 10'000; ++i) EXPECT_EQ(acquire_thread_state(), nullptr);
+  // Skips of 16, 32, ... 1,024, then 1,024 each time: 15 mappings tried in all.
+  EXPECT_LE(failing.map_calls(), 16);
+  EXPECT_GE(failing.map_calls(), 10);
+  // Once mapping works again, a state comes within the longest back-off.
+  failing.fail_next_maps(0);
+  ThreadState* state = nullptr;
+  int tries = 0;
+  while ((state = acquire_thread_state()) == nullptr && tries < 2'000) ++tries;
+  EXPECT_NE(state, nullptr);
+  EXPECT_LE(tries, 1024);
+  set_thread_state_os(nullptr);
+  if (state != nullptr) drained.push_back(state);
+  for (ThreadState* s : drained) release_thread_state(s);
 }
 
 TEST(ThreadStateSizeTest, TheStateIsWholePages) {
