@@ -242,6 +242,19 @@ void big() {
   for (auto& [p, size] : live) free(p);
 }
 
+// A work buffer of 32-96 MiB (a sort or hash-join area, a big packet) taken, every page
+// written, and freed, over and over by one thread.
+void huge_buffers() {
+  std::mt19937 rng(17);
+  for (int64_t round = 0; round < scaled(200); ++round) {
+    const size_t size = (32 + rng() % 65) << 20;
+    char* p = static_cast<char*>(malloc(size));
+    for (size_t off = 0; off < size; off += 4096) p[off] = 1;
+    g_sum += static_cast<uint64_t>(p[size / 2]);
+    free(p);
+  }
+}
+
 // Realloc growth: 64 buffers each grown by small steps from 16 B to 256 KiB, interleaved.
 void realloc_growth() {
   for (int64_t round = 0; round < scaled(20); ++round) {
@@ -284,6 +297,7 @@ const Pattern PATTERNS[] = {
     {"churn", churn},
     {"spawn", spawn},
     {"big", big},
+    {"huge", huge_buffers},
     {"realloc", realloc_growth},
     {"calloc", calloc_big},
 };

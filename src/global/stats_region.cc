@@ -80,7 +80,10 @@ constexpr int THP_SIZE = sizeof(ChunkMgrStats::thp_mode);
 // The slot sizes of a snapshot (set even in an empty one), so the names are fixed.
 ChunkMgrStats named_stats() {
   ChunkMgrStats s;
-  for (int i = 0; i < ChunkMgrStats::SLOT_LINES; ++i) s.slots[i].size_mb = 2 * (i + 1);
+  for (int i = 0; i < ChunkMgrStats::SLOT_LINES; ++i) {
+    s.slots[i].size_mb =
+        i == ChunkMgrStats::SLOT_LINES - 1 ? ChunkSlotStats::HUGE_LINE_MB : 2 * (i + 1);
+  }
   return s;
 }
 

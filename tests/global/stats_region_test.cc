@@ -95,7 +95,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "[OPTIONS] stats_interval_ms=0\n");
   EXPECT_EQ(
       dump::format_json(s),
-      "{\"version\":\"1\",\"region_version\":\"1.2\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
+      "{\"version\":\"1\",\"region_version\":\"1.3\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
       "\"limit\":9223372036854775807,\"hold\":2097152,\"total_hold\":2097152,\"used\":2097152,"
       "\"freelists_hold\":0,\"total_maps\":1,\"total_unmaps\":0,\"large_maps\":0,\"large_unmaps\":"
       "0,\"huge_maps\":0,\"huge_unmaps\":0,\"expired_unmaps\":0,\"resident_size\":128974848,"
@@ -112,6 +112,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
       "\"maps\":0,\"unmaps\":0},{\"size_mb\":16,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
       "\"maps\":0,\"unmaps\":0},{\"size_mb\":18,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
       "\"maps\":0,\"unmaps\":0},{\"size_mb\":20,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
+      "\"maps\":0,\"unmaps\":0},{\"size_mb\":0,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"
       "\"maps\":0,\"unmaps\":0}],\"ctx\":[{\"tenant_id\":1002,\"ctx_id\":0,\"ctx\":\"DEFAULT_CTX_"
       "ID\",\"hold\":2097152,\"used\":100,\"limit\":67108864,\"free_spans\":2056192,"
       "\"washed\":2056192,\"free_resident\":2056192,\"tenant_hold\":2097152,\"tenant_limit\":"

@@ -75,7 +75,12 @@ std::string format_text(const Snapshot& s) {
     if (!split_cache(f.name, &size_mb, &field)) continue;
     if (size_mb != line_mb) {
       if (line_mb >= 0) out += '\n';
-      absl::StrAppendFormat(&out, "[CHUNK_MGR] %2d MB_CACHE:", size_mb);
+      // Size 0 is the huge slot (region 1.3).
+      if (size_mb == 0) {
+        out += "[CHUNK_MGR] >20 MB_CACHE:";
+      } else {
+        absl::StrAppendFormat(&out, "[CHUNK_MGR] %2d MB_CACHE:", size_mb);
+      }
       line_mb = size_mb;
     }
     absl::StrAppendFormat(&out, " %s=%15s", field, grouped(f.value));

@@ -7,7 +7,8 @@ namespace achunk {
 bool AChunkList::push(AChunk* chunk, int64_t now_us) {
   const int64_t h = chunk->charged();
   std::lock_guard<SpinLock> guard(lock_);
-  if (hold_.load(std::memory_order_relaxed) + h > max_hold_.load(std::memory_order_relaxed)) {
+  if (hold_.load(std::memory_order_relaxed) + h > max_hold_.load(std::memory_order_relaxed) ||
+      count() >= max_count_) {
     return false;
   }
   // Two threads may read the clock in one order and take the lock in the other; keeping
@@ -59,6 +60,25 @@ AChunk* AChunkList::pop_oldest_if_older(int64_t now_us, int64_t age_us, bool reu
   if (head_ == nullptr || now_us - head_->cache_ts_ < age_us) return nullptr;
   if (reuse) add(reuses_, 1);
   return unlink_locked(head_);
+}
+
+AChunk* AChunkList::pop_sized(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t now_us,
+                              int64_t min_age_us) {
+  if (empty()) return nullptr;
+  std::lock_guard<SpinLock> guard(lock_);
+  AChunk* best = nullptr;
+  // From the oldest: stamps do not decrease along the list, so the first too young ends it.
+  for (AChunk* chunk = head_; chunk != nullptr && now_us - chunk->cache_ts_ >= min_age_us;
+       chunk = chunk->next_) {
+    const int64_t bytes = chunk->aligned();
+    if (bytes < min_bytes || bytes > max_bytes) continue;
+    if (best == nullptr || (largest ? bytes > best->aligned() : bytes < best->aligned())) {
+      best = chunk;
+    }
+  }
+  if (best == nullptr) return nullptr;
+  add(reuses_, 1);
+  return unlink_locked(best);
 }
 
 AChunk* AChunkList::popall() {

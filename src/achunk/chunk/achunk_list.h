@@ -22,7 +22,7 @@ class AChunkList {
   AChunkList& operator=(const AChunkList&) = delete;
 
   // Caches `chunk`, stamping its cache_ts_ with `now_us`. Refuses (returns false) when
-  // the list would hold more than its cap.
+  // the list would hold more than its cap, in bytes or in chunks.
   bool push(AChunk* chunk, int64_t now_us);
   // The most recently cached chunk, for reuse (counted in reuses()), or nullptr.
   AChunk* pop();
@@ -34,6 +34,11 @@ class AChunkList {
   AChunk* pop_idle(int64_t now_us, int64_t min_age_us) {
     return pop_oldest_if_older(now_us, min_age_us, true);
   }
+  // For reuse: among the chunks cached for at least `min_age_us` whose mapped size is in
+  // [min_bytes, max_bytes], the smallest (or, with `largest`, the largest); nullptr if
+  // none. A walk of the list: for a slot whose count is capped (the huge slot).
+  AChunk* pop_sized(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t now_us,
+                    int64_t min_age_us);
   // The oldest chunk regardless of age, or nullptr.
   AChunk* pop_oldest() { return pop_expired(INT64_MAX, 0); }
   // Detaches every chunk; returns them as a nullptr-terminated chain through next_.
@@ -43,6 +48,7 @@ class AChunkList {
   void visit_fork_locks(ForkLockVisitor& v) { v.visit(lock_, "chunk_mgr.free_list"); }
 
   void set_max_hold(int64_t bytes) { max_hold_.store(bytes, std::memory_order_relaxed); }
+  void set_max_count(int64_t chunks) { max_count_ = chunks; }  // before any push
   int64_t max_hold() const { return max_hold_.load(std::memory_order_relaxed); }
 
   // Lock-free reads for statistics and the eviction check; exact when the list is quiet.
@@ -96,6 +102,7 @@ class AChunkList {
   std::atomic<int64_t> pops_{0};
   std::atomic<int64_t> reuses_{0};
   std::atomic<int64_t> max_hold_;
+  int64_t max_count_ = INT64_MAX;
 };
 
 }  // namespace achunk

@@ -37,7 +37,7 @@ int AChunkMgr::slot_index(int64_t aligned, int way) {
 }
 
 AChunkMgr::AChunkMgr(Os& os, const Clock& clock) : os_(os), clock_(clock) {
-  slots_[HUGE_SLOT].free_list_.set_max_hold(0);
+  slots_[HUGE_SLOT].free_list_.set_max_count(HUGE_CACHE_MAX);
 }
 
 AChunkMgr::~AChunkMgr() {
@@ -74,50 +74,63 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
     return map_new_chunk(size, aligned, hold, HUGE_SLOT, head_align - ACHUNK_ALIGN);
   }
   const int idx = slot_index(aligned, thread_way());
-  if (is_large(idx)) slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
-  if (idx != HUGE_SLOT) {
-    int from = idx;
-    AChunk* cached = pop_chunk_with_size(idx);
-    // Best fit: a large request may take a cached chunk of the next size when that wastes
-    // at most a quarter of the request (the tail's pages stay with it: see charged_).
-    if (cached == nullptr && is_large(idx) && idx + 1 < HUGE_SLOT &&
-        4 * slot_bytes(idx + 1) <= 5 * aligned) {
+  if (above_normal(idx)) slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
+  int from = idx;
+  AChunk* cached = idx == HUGE_SLOT ? nullptr : pop_chunk_with_size(idx);
+  // Best fit: a large or huge request may take a cached chunk up to a quarter bigger (the
+  // tail's pages stay with it: see charged_), of the next large size, else the smallest
+  // such huge one.
+  if (cached == nullptr && above_normal(idx)) {
+    if (idx + 1 < HUGE_SLOT && 4 * slot_bytes(idx + 1) <= 5 * aligned) {
       from = idx + 1;
       cached = pop_chunk_with_size(from);
     }
-    if (cached != nullptr) {
-      if (AChunk* chunk = reuse_cached(cached, from, size, hold)) return chunk;
-      return map_new_chunk(size, aligned, hold, idx);
+    if (cached == nullptr && (cached = pop_huge(aligned, 5 * aligned / 4, false, 0)) != nullptr) {
+      from = HUGE_SLOT;
     }
   }
-  // No chunk of about this size: a cached large chunk of another size is resized to it,
-  // its pages kept, rather than a new mapping faulted in beside it (a shrink gives the
-  // tail back at once).
+  if (cached != nullptr) {
+    if (AChunk* chunk = reuse_cached(cached, from, size, hold)) return chunk;
+    return map_new_chunk(size, aligned, hold, idx);
+  }
+  // No chunk of about this size: a cached large or huge chunk of another size is resized
+  // to it, its pages kept, rather than a new mapping faulted in beside it (a shrink gives
+  // the tail back at once).
   if (aligned > ACHUNK_ALIGN) {
-    int from = 0;
-    if (AChunk* cached = pop_nearest_large(idx, &from)) {
+    if (AChunk* cached = pop_nearest_large(idx, aligned, &from)) {
       if (AChunk* resized = resize_cached(cached, from, aligned)) {
         if (AChunk* chunk = reuse_cached(resized, from, size, hold)) return chunk;
       }
       return map_new_chunk(size, aligned, hold, idx);
     }
   }
-  if (idx != HUGE_SLOT) bump(slots_[idx].misses_);
+  bump(slots_[idx].misses_);
   return map_new_chunk(size, aligned, hold, idx);
 }
 
-AChunk* AChunkMgr::pop_nearest_large(int idx, int* from) {
+AChunk* AChunkMgr::pop_huge(int64_t min_bytes, int64_t max_bytes, bool largest,
+                            int64_t min_age_us) {
+  AChunk* chunk = slots_[HUGE_SLOT].free_list_.pop_sized(min_bytes, max_bytes, largest,
+                                                         clock_.now_us(), min_age_us);
+  if (chunk != nullptr) uncache(chunk, HUGE_SLOT);
+  return chunk;
+}
+
+AChunk* AChunkMgr::pop_nearest_large(int idx, int64_t aligned, int* from) {
   // For a large request, only a chunk idle for RESIZE_MIN_IDLE_US, or any chunk of a size
   // nobody asked for in RESIZE_UNASKED_US: a size the workload still asks for is reused
   // as it is, never converted back and forth (each conversion faults pages in), while
   // the sizes a drifting mix left behind serve the new ones at once. A huge request has
   // no size of its own in the cache: any will do.
   const int64_t now = clock_.now_us();
-  auto pop_idle = [&](int i) {
+  auto min_age = [&](int i) {
     const bool unasked =
         idx == HUGE_SLOT ||
         now - slots_[i].asked_us_.load(std::memory_order_relaxed) >= RESIZE_UNASKED_US;
-    AChunk* chunk = slots_[i].free_list_.pop_idle(now, unasked ? 0 : RESIZE_MIN_IDLE_US);
+    return unasked ? 0 : RESIZE_MIN_IDLE_US;
+  };
+  auto pop_idle = [&](int i) {
+    AChunk* chunk = slots_[i].free_list_.pop_idle(now, min_age(i));
     if (chunk != nullptr) uncache(chunk, i);
     return chunk;
   };
@@ -127,6 +140,11 @@ AChunk* AChunkMgr::pop_nearest_large(int idx, int* from) {
       *from = i;
       return chunk;
     }
+  }
+  *from = HUGE_SLOT;
+  if (AChunk* chunk = pop_huge(aligned + 1, INT64_MAX, false, min_age(HUGE_SLOT))) return chunk;
+  if (idx == HUGE_SLOT) {
+    if (AChunk* chunk = pop_huge(0, aligned - 1, true, 0)) return chunk;
   }
   for (int i = std::min(idx, HUGE_SLOT) - 1; i >= NORMAL_ACHUNK_NWAY; --i) {
     if (AChunk* chunk = pop_idle(i)) {
@@ -271,7 +289,9 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   const int64_t hold = chunk->charged();
   const int idx = chunk->lead_ > 0 ? HUGE_SLOT : slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();
-  if (idx == HUGE_SLOT && chunk->lead_ == 0) {
+  if (chunk->lead_ > 0) {
+    unmap_chunk(chunk, idx);  // placed for its request: never cached
+  } else if (idx == HUGE_SLOT) {
     cache_huge(chunk, now);
   } else if (!try_cache(chunk, idx, hold, now)) {
     unmap_chunk(chunk, idx);
@@ -281,7 +301,9 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
 }
 
 void AChunkMgr::cache_huge(AChunk* chunk, int64_t now_us) {
-  // The largest slot keeps the first MAX_LARGE_ACHUNK_SIZE bytes and their pages, so the
+  // Whole, its pages kept: a loop of huge buffers faults nothing after its first round.
+  if (try_cache(chunk, HUGE_SLOT, chunk->charged(), now_us)) return;
+  // Else the largest slot keeps the first MAX_LARGE_ACHUNK_SIZE bytes and their pages, so the
   // next big request grows them (resize_cached) rather than faulting in a whole new
   // mapping; the rest is unmapped now.
   constexpr int TOP = HUGE_SLOT - 1;
@@ -297,7 +319,6 @@ void AChunkMgr::cache_huge(AChunk* chunk, int64_t now_us) {
 }
 
 bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) {
-  if (idx == HUGE_SLOT) return false;
   const int64_t cap = max_chunk_cache_size_.load(std::memory_order_relaxed);
   // An explicit cap (below the limit) is checked and the push made under one lock, so
   // concurrent frees cannot overshoot it; with the adaptive cap frees never meet here.
@@ -306,7 +327,7 @@ bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) 
     cap_guard.lock();
     if (get_freelist_hold() + hold > cap) return false;
   }
-  const bool large = is_large(idx);
+  const bool large = above_normal(idx);
   if (large) {
     // Reference rule: large chunks may take at most half of the remaining budget. The
     // chunk being freed no longer counts as used.
@@ -320,6 +341,7 @@ bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) 
     if (large) large_cache_hold_.fetch_sub(hold, std::memory_order_relaxed);
     return false;
   }
+  if (idx == HUGE_SLOT) live_huge_.fetch_sub(1, std::memory_order_relaxed);
   // push stamped at least now_us, so now_us is a valid lower bound for the hint.
   int64_t earliest = earliest_cache_ts_.load(std::memory_order_relaxed);
   while (now_us < earliest &&
@@ -329,7 +351,9 @@ bool AChunkMgr::try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us) 
 }
 
 void AChunkMgr::uncache(AChunk* chunk, int idx) {
-  if (is_large(idx)) large_cache_hold_.fetch_sub(chunk->charged(), std::memory_order_relaxed);
+  if (above_normal(idx)) large_cache_hold_.fetch_sub(chunk->charged(), std::memory_order_relaxed);
+  // Out of the cache, a huge chunk counts as live until unmap_chunk or a shrink says not.
+  if (idx == HUGE_SLOT) live_huge_.fetch_add(1, std::memory_order_relaxed);
 }
 
 int64_t AChunkMgr::get_freelist_hold() const {

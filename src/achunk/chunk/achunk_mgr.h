@@ -1,8 +1,9 @@
 // Chunk layer: AChunkMgr maps 2 MiB-aligned chunks, caches freed ones in slots (8 ways
-// of 2 MiB, one slot per large size 4..20 MiB, a huge slot that never caches: a freed
-// huge chunk is shrunk into the 20 MiB slot), keeps the
-// server's soft limit, evicts chunks that idled in the cache on later frees, and
-// reports its counters. Depends on the platform (os.h, clock.h) and the chunk files.
+// of 2 MiB, one slot per large size 4..20 MiB, and a huge slot that keeps up to 8 chunks
+// above 20 MiB whole, served by best fit; a huge chunk it cannot take is shrunk into the
+// 20 MiB slot), keeps the server's soft limit, evicts chunks that idled in the cache on
+// later frees, and reports its counters. Depends on the platform (os.h, clock.h) and the
+// chunk files.
 #pragma once
 
 #include <atomic>
@@ -33,10 +34,12 @@ class ChunkListener {
 class AChunkMgr {
  public:
   static constexpr int NORMAL_ACHUNK_NWAY = 8;
-  static constexpr int LARGE_ACHUNK_NSLOT = 9;  // 4, 6, ... 20 MiB
-  static constexpr int CACHEABLE_SLOTS = NORMAL_ACHUNK_NWAY + LARGE_ACHUNK_NSLOT;
-  static constexpr int HUGE_SLOT = CACHEABLE_SLOTS;  // > 20 MiB, never cached at that size
-  static constexpr int SLOT_COUNT = HUGE_SLOT + 1;
+  static constexpr int LARGE_ACHUNK_NSLOT = 9;                               // 4, 6, ... 20 MiB
+  static constexpr int HUGE_SLOT = NORMAL_ACHUNK_NWAY + LARGE_ACHUNK_NSLOT;  // > 20 MiB
+  static constexpr int CACHEABLE_SLOTS = HUGE_SLOT + 1;
+  static constexpr int SLOT_COUNT = CACHEABLE_SLOTS;
+  // Chunks the huge slot caches: a huge request walks them for the best fit.
+  static constexpr int HUGE_CACHE_MAX = 8;
   static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
   static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
   // Cached chunks per slot whose resident pages get_stats measures (the rest count whole).
@@ -55,7 +58,8 @@ class AChunkMgr {
 
   // A chunk whose data() has room for `size` bytes, or nullptr with the reason in
   // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one,
-  // else a large request a cached chunk of the next large size up to 25% larger.
+  // else (a large or huge request) a cached chunk up to 25% larger: the next large size,
+  // else the smallest such huge chunk.
   // With `head_align` (a power of two above 2 MiB) the chunk is a fresh mapping placed
   // so that its second 2 MiB unit starts at a multiple of head_align: an object there is
   // that aligned, and its header, just below, is in the chunk's first unit. The mapping
@@ -106,14 +110,14 @@ class AChunkMgr {
     return max_chunk_cache_size_.load(std::memory_order_relaxed);
   }
   int64_t get_expired_unmaps() const { return expired_unmaps_.load(std::memory_order_relaxed); }
-  // Chunks above MAX_LARGE_ACHUNK_SIZE that exist now (handed out; never cached at that
-  // size): mapped so, or grown so from the cache, and not yet unmapped or shrunk.
+  // Chunks above MAX_LARGE_ACHUNK_SIZE handed out now: mapped so, or grown so or taken
+  // from the cache, and not yet freed, unmapped or shrunk.
   int64_t live_huge_chunks() const { return live_huge_.load(std::memory_order_relaxed); }
   int64_t get_chunk_cache_ttl_ms() const;
   // The injected clock's time and the span idle time in microseconds (negative: never),
   // for the block layer, which ages its free spans as this layer ages cached chunks.
   int64_t now_us() const { return clock_.now_us(); }
-  // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes).
+  // Chunks in slot `idx` (0..7 normal ways, 8..16 large sizes, 17 huge).
   int64_t cached_count(int idx) const { return slots_[idx].free_list_.count(); }
 
   // nullptr: none (the default).
@@ -149,6 +153,8 @@ class AChunkMgr {
   };
 
   static bool is_large(int idx) { return idx >= NORMAL_ACHUNK_NWAY && idx < HUGE_SLOT; }
+  // Large or huge: what the large share of the cache budget (large_cache_hold_) counts.
+  static bool above_normal(int idx) { return idx >= NORMAL_ACHUNK_NWAY; }
   // The mapped size of the chunks of large slot `idx`.
   static int64_t slot_bytes(int idx) { return (idx - NORMAL_ACHUNK_NWAY + 2) * ACHUNK_ALIGN; }
 
@@ -156,17 +162,20 @@ class AChunkMgr {
   void dec_hold(int64_t bytes) { hold_.fetch_sub(bytes, std::memory_order_relaxed); }
   AChunk* pop_chunk_with_size(int idx);
   AChunk* reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t hold);
-  // Pops a cached large chunk for a request of slot idx (large or huge) that its own
-  // sizes missed: the smallest bigger one, else the biggest smaller one. O(slots).
-  AChunk* pop_nearest_large(int idx, int* from);
+  // Pops a cached large or huge chunk for a request of slot idx (large or huge) and
+  // mapped size `aligned` that its own sizes missed: the smallest bigger one, else the
+  // biggest smaller one. O(slots + HUGE_CACHE_MAX).
+  AChunk* pop_nearest_large(int idx, int64_t aligned, int* from);
+  // From the huge slot, for reuse: a chunk of [min_bytes, max_bytes] (see pop_sized).
+  AChunk* pop_huge(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t min_age_us);
   // Resizes a cached chunk's mapping (Os::resize_aligned) to `aligned`; on failure it is
   // unmapped and nullptr returned.
   AChunk* resize_cached(AChunk* chunk, int from, int64_t aligned);
   AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx, int64_t lead = 0);
   AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
   bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
-  // A freed huge chunk: shrunk to the largest cached size and cached there when the cache
-  // takes it, else unmapped.
+  // A freed huge chunk: cached whole in the huge slot when it has room and the cache
+  // takes it, else shrunk to the largest cached size and cached there, else unmapped.
   void cache_huge(AChunk* chunk, int64_t now_us);
   // Takes a chunk just popped from slot idx off the cache accounting.
   void uncache(AChunk* chunk, int idx);

@@ -24,7 +24,7 @@ void AChunkMgr::set_max_chunk_cache_size(int64_t bytes, bool use_large_chunk_cac
   use_large_chunk_cache_.store(use_large_chunk_cache, std::memory_order_relaxed);
   // Wait out frees that are checking against the old cap right now.
   { std::lock_guard<SpinLock> barrier(cap_lock_); }
-  for (int idx = NORMAL_ACHUNK_NWAY; idx < HUGE_SLOT; ++idx) {
+  for (int idx = NORMAL_ACHUNK_NWAY; idx <= HUGE_SLOT; ++idx) {
     slots_[idx].free_list_.set_max_hold(use_large_chunk_cache ? INT64_MAX : 0);
     if (use_large_chunk_cache) continue;
     while (AChunk* chunk = slots_[idx].free_list_.pop_oldest()) {

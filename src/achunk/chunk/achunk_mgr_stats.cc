@@ -28,16 +28,15 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
     if (idx == HUGE_SLOT) {
       s.huge_maps = maps;
       s.huge_unmaps = unmaps;
-      continue;
     }
     if (is_large(idx)) {
       s.large_maps += maps;
       s.large_unmaps += unmaps;
     }
-    // Line 0 sums the 8 normal ways; line k>0 is the (2k+2) MiB slot.
+    // Line 0 sums the 8 normal ways; line k>0 is the (2k+2) MiB slot; the last, the huge one.
     const int line = idx < NORMAL_ACHUNK_NWAY ? 0 : idx - NORMAL_ACHUNK_NWAY + 1;
     ChunkSlotStats& out = s.slots[line];
-    out.size_mb = 2 * (line + 1);
+    out.size_mb = idx == HUGE_SLOT ? ChunkSlotStats::HUGE_LINE_MB : 2 * (line + 1);
     out.hold += slot.free_list_.hold();
     out.count += slot.free_list_.count();
     out.pushes += slot.free_list_.pushes();

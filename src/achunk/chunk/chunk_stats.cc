@@ -58,7 +58,13 @@ int64_t print_chunk_stats(const ChunkMgrStats& s, char* buf, int64_t len) {
   w.str(" [OS_PARAMS] vm.max_map_count=").num(s.max_map_count);
   w.str(" transparent_hugepages=").str(s.thp_mode).ch('\n');
   for (const ChunkSlotStats& slot : s.slots) {
-    w.str("[CHUNK_MGR] ").num(slot.size_mb, 2).str(" MB_CACHE:");
+    w.str("[CHUNK_MGR] ");
+    if (slot.size_mb == ChunkSlotStats::HUGE_LINE_MB) {
+      w.str(">20");
+    } else {
+      w.num(slot.size_mb, 2);
+    }
+    w.str(" MB_CACHE:");
     for (const ChunkSlotField& f : CHUNK_SLOT_FIELDS) {
       w.ch(' ').str(f.name).ch('=').num(slot.*f.member, NUM_WIDTH, true);
     }

@@ -10,8 +10,10 @@
 
 namespace achunk {
 
-// One cache line of the dump: the 8 normal ways summed as "2 MB", or one large size.
+// One cache line of the dump: the 8 normal ways summed as "2 MB", one large size, or the
+// huge slot (size_mb HUGE_LINE_MB, printed ">20").
 struct ChunkSlotStats {
+  static constexpr int64_t HUGE_LINE_MB = 0;
   int64_t size_mb = 0;
   int64_t hold = 0;
   int64_t count = 0;
@@ -22,7 +24,7 @@ struct ChunkSlotStats {
 };
 
 struct ChunkMgrStats {
-  static constexpr int SLOT_LINES = 10;  // 2 MB, then 4, 6, ... 20 MB
+  static constexpr int SLOT_LINES = 11;  // 2 MB, then 4, 6, ... 20 MB, then huge
 
   int64_t limit = 0;
   int64_t hold = 0;

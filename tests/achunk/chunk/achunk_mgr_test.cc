@@ -165,15 +165,15 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   AChunk* huge = alloc_mb(24);
   EXPECT_EQ(os_.resize_calls(), 3);
   EXPECT_EQ(os_.map_calls(), 1);
-  // Freed, it is shrunk to the largest cached size, so its first 20 MiB stay cached.
+  // Freed, it is cached whole in the huge slot.
   mgr_.free_chunk(huge);
-  EXPECT_EQ(os_.resize_calls(), 4);
-  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT - 1), 1);
+  EXPECT_EQ(os_.resize_calls(), 3);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), 1);
   // And an 8 MiB request shrinks it in turn once it is idle: still no new mapping.
   clock_.advance_us(AChunkMgr::RESIZE_MIN_IDLE_US);
   AChunk* eight = alloc_mb(8);
   EXPECT_EQ(os_.map_calls(), 1);
-  EXPECT_EQ(os_.resize_calls(), 5);
+  EXPECT_EQ(os_.resize_calls(), 4);
   mgr_.free_chunk(eight);
   mgr_.set_max_chunk_cache_size(0, false);  // the large slots flushed
   // Nothing cached any more: a plain map, counted as a miss.
@@ -181,7 +181,7 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
   EXPECT_EQ(os_.map_calls(), 2);
   mgr_.free_chunk(ten);
   const ChunkMgrStats s = mgr_.get_stats(false);
-  EXPECT_EQ(s.cache_resizes, 5);
+  EXPECT_EQ(s.cache_resizes, 4);
   EXPECT_EQ(s.cache_hits, 4);
   EXPECT_EQ(s.cache_misses, 2);  // the first 4 MiB and the last 10 MiB
   expect_consistent();
@@ -332,28 +332,82 @@ TEST_F(AChunkMgrTest, ResidentPagesOfManyCachedChunksAreSampledTheRestCountWhole
   expect_consistent();
 }
 
-TEST_F(AChunkMgrTest, AFreedHugeChunkKeepsItsFirst20MiBCached) {
+TEST_F(AChunkMgrTest, AFreedHugeChunkIsCachedWholeAndServesTheNextHugeRequest) {
   AChunk* h = alloc_mb(30);
   ASSERT_NE(h, nullptr);
   static_cast<char*>(h->data())[100] = 7;
   EXPECT_EQ(mgr_.live_huge_chunks(), 1);
   mgr_.free_chunk(h);
-  // Shrunk in place: the tail unmapped, the rest cached with its pages.
+  // Cached as it is: nothing unmapped or resized, its pages kept.
   EXPECT_EQ(mgr_.live_huge_chunks(), 0);
-  EXPECT_EQ(os_.resize_calls(), 1);
-  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT - 1), 1);
-  EXPECT_EQ(mgr_.get_total_hold(), AChunkMgr::MAX_LARGE_ACHUNK_SIZE);
-  EXPECT_EQ(mgr_.get_hold(), AChunkMgr::MAX_LARGE_ACHUNK_SIZE);
-  // The next huge request grows it back: no new mapping, the contents kept.
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), 1);
+  EXPECT_EQ(mgr_.get_total_hold(), 30 * MB);
+  EXPECT_EQ(mgr_.get_freelist_hold(), mgr_.get_hold());
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), mgr_.get_hold());
+  // A request up to a quarter smaller takes it as it is: no map, no resize, same bytes.
   AChunk* again = alloc_mb(26);
-  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(again, h);
   EXPECT_EQ(static_cast<char*>(again->data())[100], 7);
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.resize_calls(), 0);
   EXPECT_EQ(mgr_.live_huge_chunks(), 1);
   mgr_.free_chunk(again);
-  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  // A loop of huge buffers: one mapping, whatever the rounds.
+  for (int round = 0; round < 100; ++round) mgr_.free_chunk(alloc_mb(round % 2 == 0 ? 28 : 30));
+  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(os_.release_calls(), 0);
   const ChunkMgrStats s = mgr_.get_stats(false);
   EXPECT_EQ(s.huge_maps, 1);
   EXPECT_EQ(s.huge_unmaps, 0);
+  EXPECT_EQ(s.cache_hits, 101);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AHugeRequestTakesTheBestFitOfTheHugeCache) {
+  std::vector<AChunk*> chunks;
+  for (int64_t mb : {40, 24, 64, 30}) chunks.push_back(alloc_mb(mb));
+  for (AChunk* c : chunks) mgr_.free_chunk(c);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), 4);
+  // 28 MiB: the 30 fits (the 40 and 64 are more than a quarter bigger).
+  AChunk* a = alloc_mb(28);
+  EXPECT_EQ(a, chunks[3]);
+  // 36 MiB: the 40.
+  AChunk* b = alloc_mb(36);
+  EXPECT_EQ(b, chunks[0]);
+  // 50 MiB: nothing within a quarter; the smallest bigger (64) is shrunk, its tail unmapped.
+  AChunk* c = alloc_mb(50);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(c->aligned(), 50 * MB);
+  // 100 MiB: nothing bigger; the biggest smaller (the 24) is grown.
+  AChunk* d = alloc_mb(100);
+  EXPECT_EQ(os_.resize_calls(), 2);
+  EXPECT_EQ(os_.map_calls(), 4);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), 0);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 4);
+  for (AChunk* x : {a, b, c, d}) mgr_.free_chunk(x);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AHugeChunkBeyondTheHugeCacheIsShrunkIntoThe20MiBSlot) {
+  std::vector<AChunk*> chunks;
+  for (int i = 0; i <= AChunkMgr::HUGE_CACHE_MAX; ++i) chunks.push_back(alloc_mb(30));
+  for (AChunk* c : chunks) mgr_.free_chunk(c);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), AChunkMgr::HUGE_CACHE_MAX);
+  // The last one: shrunk in place, its first 20 MiB cached with their pages.
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT - 1), 1);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  // Idle chunks go by the TTL like any other: every free evicts at most one.
+  clock_.advance_us(AChunkMgr::CACHE_EXPIRE_US);
+  EXPECT_EQ(mgr_.release_expired(), AChunkMgr::HUGE_CACHE_MAX + 1);
+  EXPECT_EQ(mgr_.get_hold(), 0);
+  EXPECT_EQ(mgr_.get_large_freelist_hold(), 0);
+  EXPECT_EQ(os_.live_mappings(), 0);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 0);
   expect_consistent();
 }
 

@@ -35,9 +35,10 @@ TEST_F(ChunkStatsTest, TextDumpHasReferenceLinesAndFields) {
   EXPECT_NE(out.find("[CHUNK_MGR]  4 MB_CACHE: hold=      4,194,304 count=              1"),
             std::string::npos);
   EXPECT_NE(out.find("[CHUNK_MGR] 20 MB_CACHE:"), std::string::npos);
+  EXPECT_NE(out.find("\n[CHUNK_MGR] >20 MB_CACHE: hold="), std::string::npos);
   int lines = 0;
   for (char c : out) lines += c == '\n';
-  EXPECT_EQ(lines, 11);
+  EXPECT_EQ(lines, 12);
 }
 
 TEST_F(ChunkStatsTest, CacheResidentSumsWhatTheCachedChunksKeepInRam) {

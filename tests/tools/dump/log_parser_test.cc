@@ -52,7 +52,7 @@ TEST(LogParserTest, ReadsEveryFormat) {
   ASSERT_EQ(t.samples.size(), 3u);
   EXPECT_EQ(t.skipped, 0);
   EXPECT_EQ(t.samples[0].values.at("freelists_hold"), 2 * MB);
-  EXPECT_EQ(t.samples[0].cache_lines, 10);
+  EXPECT_EQ(t.samples[0].cache_lines, 11);  // 2, 4, ... 20 MB and >20
   EXPECT_EQ(t.samples[1].values.at("hold"), 1234567890);
   EXPECT_EQ(t.samples[2].values.at("freelists_hold"), 2);  // 3.x "freelist_hold"
   EXPECT_EQ(t.samples[2].cache_lines, 1);
