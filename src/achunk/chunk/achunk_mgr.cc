@@ -77,15 +77,16 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
   if (above_normal(idx)) slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
   int from = idx;
   AChunk* cached = idx == HUGE_SLOT ? nullptr : pop_chunk_with_size(idx);
-  // Best fit: a large or huge request may take a cached chunk up to a quarter bigger (the
-  // tail's pages stay with it: see charged_), of the next large size, else the smallest
-  // such huge one.
+  // Best fit: a large or huge request may take a bigger cached chunk as it is (the tail's
+  // pages stay with it: see charged_): one of the next large size up to a quarter bigger,
+  // else the smallest huge one up to twice its size. Twice only for huge chunks: a
+  // stationary mix of large sizes would see its small requests take its big chunks.
   if (cached == nullptr && above_normal(idx)) {
     if (idx + 1 < HUGE_SLOT && 4 * slot_bytes(idx + 1) <= 5 * aligned) {
       from = idx + 1;
       cached = pop_chunk_with_size(from);
     }
-    if (cached == nullptr && (cached = pop_huge(aligned, 5 * aligned / 4, false, 0)) != nullptr) {
+    if (cached == nullptr && (cached = pop_huge(aligned, 2 * aligned, false, 0)) != nullptr) {
       from = HUGE_SLOT;
     }
   }

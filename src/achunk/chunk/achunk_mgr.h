@@ -58,8 +58,8 @@ class AChunkMgr {
 
   // A chunk whose data() has room for `size` bytes, or nullptr with the reason in
   // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one,
-  // else (a large or huge request) a cached chunk up to 25% larger: the next large size,
-  // else the smallest such huge chunk.
+  // else (a large or huge request) a bigger one: of the next large size up to 25% larger,
+  // else the smallest huge chunk up to twice the size.
   // With `head_align` (a power of two above 2 MiB) the chunk is a fresh mapping placed
   // so that its second 2 MiB unit starts at a multiple of head_align: an object there is
   // that aligned, and its header, just below, is in the chunk's first unit. The mapping

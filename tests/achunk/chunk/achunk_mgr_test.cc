@@ -368,21 +368,24 @@ TEST_F(AChunkMgrTest, AFreedHugeChunkIsCachedWholeAndServesTheNextHugeRequest) {
 
 TEST_F(AChunkMgrTest, AHugeRequestTakesTheBestFitOfTheHugeCache) {
   std::vector<AChunk*> chunks;
-  for (int64_t mb : {40, 24, 64, 30}) chunks.push_back(alloc_mb(mb));
+  for (int64_t mb : {40, 24, 100, 30}) chunks.push_back(alloc_mb(mb));
   for (AChunk* c : chunks) mgr_.free_chunk(c);
   EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), 4);
-  // 28 MiB: the 30 fits (the 40 and 64 are more than a quarter bigger).
-  AChunk* a = alloc_mb(28);
-  EXPECT_EQ(a, chunks[3]);
-  // 36 MiB: the 40.
-  AChunk* b = alloc_mb(36);
-  EXPECT_EQ(b, chunks[0]);
-  // 50 MiB: nothing within a quarter; the smallest bigger (64) is shrunk, its tail unmapped.
-  AChunk* c = alloc_mb(50);
+  // 22 MiB: the smallest that is at most twice as big, the 24 (not the 30 or the 40).
+  AChunk* a = alloc_mb(22);
+  EXPECT_EQ(a, chunks[1]);
+  // 28 MiB: the 30, as it is.
+  AChunk* b = alloc_mb(28);
+  EXPECT_EQ(b, chunks[3]);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  // 45 MiB: nothing up to twice as big (the 40 is too small, the 100 too big); the
+  // smallest bigger is shrunk, its tail unmapped.
+  AChunk* c = alloc_mb(45);
   EXPECT_EQ(os_.resize_calls(), 1);
-  EXPECT_EQ(c->aligned(), 50 * MB);
-  // 100 MiB: nothing bigger; the biggest smaller (the 24) is grown.
-  AChunk* d = alloc_mb(100);
+  EXPECT_EQ(c->aligned(), 46 * MB);
+  EXPECT_EQ(mgr_.get_freelist_hold(), chunk_hold_size(payload_for_mb(40)));  // the 40 left
+  // 200 MiB: nothing bigger; the biggest smaller (the 40) is grown.
+  AChunk* d = alloc_mb(200);
   EXPECT_EQ(os_.resize_calls(), 2);
   EXPECT_EQ(os_.map_calls(), 4);
   EXPECT_EQ(mgr_.cached_count(AChunkMgr::HUGE_SLOT), 0);
