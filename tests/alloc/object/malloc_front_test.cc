@@ -87,8 +87,12 @@ TEST_F(MallocFrontTest, AHeapGivenBackIsNotUsedAgain) {
 
 // alloc_static's entry of its own: filled by the first allocation, it serves only the attr
 // and the allocator it was filled for, and never a heap given back.
-const ObMemAttr STATIC_A(TENANT, "static_a");
-const ObMemAttr STATIC_B(TENANT, "static_b");
+// The label texts 16-byte aligned: a literal may land in the last 16 bytes of a page, where
+// a label is interned each time and no entry is filled (the build's paths move it).
+alignas(16) constexpr char STATIC_A_LABEL[] = "static_a";
+alignas(16) constexpr char STATIC_B_LABEL[] = "static_b";
+const ObMemAttr STATIC_A(TENANT, STATIC_A_LABEL);
+const ObMemAttr STATIC_B(TENANT, STATIC_B_LABEL);
 
 TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
   ObMallocAllocator a(mgr_);
