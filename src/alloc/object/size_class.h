@@ -42,16 +42,16 @@ constexpr int64_t class_tail_min(int sc) {
 }
 
 // A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots. Above,
-// it is the fewest whole 8 KiB blocks that hold at least 4 slots (1 above 8 KiB slots)
-// and leave at most an eighth unused: what a thread's emptied slab keeps is then a few
-// slots, where a fixed 8 or 4 slots held up to 264 KiB per class and thread of an idle
-// server, while a thread cycling a handful of 4 KiB buffers still refills rarely.
+// it is the fewest whole 8 KiB blocks that hold at least 8 slots (1 above 8 KiB slots)
+// and leave at most an eighth unused: a thread cycling 8 buffers of a class then stays
+// on one slab, where 6 slots cost it four slow-path calls a round. Slabs are carved
+// lazily, so a thread that needs fewer slots touches no more pages.
 inline constexpr int64_t SLAB_UNIT = 8192;  // the block size (ABLOCK_SIZE)
 constexpr int64_t slab_size(int sc) {
   const int64_t slot = class_slot_size(sc);
   if (slot <= 1024) return 16 * 1024;
   // The 8-byte offset keeps user pointers 16-byte aligned.
-  const int64_t min_slots = slot <= SLAB_UNIT ? 4 : 1;
+  const int64_t min_slots = slot <= SLAB_UNIT ? 8 : 1;
   int64_t bytes = (min_slots * slot + AOBJECT_HEADER_SIZE + SLAB_UNIT - 1) / SLAB_UNIT * SLAB_UNIT;
   while ((bytes - (bytes - AOBJECT_HEADER_SIZE) / slot * slot) * 8 > bytes) bytes += SLAB_UNIT;
   return bytes;

@@ -122,10 +122,10 @@ TEST_F(ThreadHeapTest, EmptiedSlabsStayAsSparesWithinTheHeapBudget) {
 TEST_F(ThreadHeapTest, ABatchCycledAcrossSlabBoundariesNeitherGivesBackNorWashes) {
   source_.set_span_idle_ms(1'000);
   ObjectSet set(source_);
-  // 4096-byte objects: 6 to a 32 KiB slab, so a batch of 8 spans two slabs, and each
+  // 4096-byte objects: 9 to a 48 KiB slab, so a batch of 12 spans two slabs, and each
   // round empties both.
-  ASSERT_EQ(slab_size(size_class_of(4096)), 2 * SLAB);
-  std::vector<void*> batch(8);
+  ASSERT_EQ(slab_size(size_class_of(4096)), 3 * SLAB);
+  std::vector<void*> batch(12);
   for (void*& p : batch) p = set.alloc(4096, 0);
   for (void* p : batch) ObjectSet::free(p);
   const int64_t used = set.span_used();
@@ -181,6 +181,25 @@ TEST_F(ThreadHeapTest, TheLookGivesBackTheSparesOfHeapsIdleSinceTheLastOneAndTim
     ObjectSet::free(p);
     ObjectSet::free(q);
   });
+}
+
+// A thread cycling 8 buffers of a 1-8 KiB class stays on one slab: with 6 slots to a slab,
+// each round filled one, took another, and emptied both (four slow-path calls).
+// (A set per size: together these slabs exceed what a heap keeps current.)
+TEST_F(ThreadHeapTest, EightBuffersCycledInAClassUpTo8KiBTakeNoSlowPath) {
+  for (const int64_t size : {1024, 1500, 2048, 3000, 4096, 6000, 8000}) {
+    ObjectSet set(source_);
+    void* batch[8];
+    for (void*& p : batch) p = set.alloc(size, 0);
+    for (void* p : batch) ObjectSet::free(p);
+    const ThreadHeap* heap = set.heap_for_this_thread();
+    const uint64_t refills = heap->refills();
+    for (int round = 0; round < 100; ++round) {
+      for (void*& p : batch) p = set.alloc(size, 0);
+      for (void* p : batch) ObjectSet::free(p);
+    }
+    EXPECT_EQ(heap->refills(), refills) << size;
+  }
 }
 
 // The common "allocate, use, free" of a lone object: its slab stays current when emptied,
