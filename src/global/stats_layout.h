@@ -96,8 +96,9 @@ enum class ControlOp : uint32_t { NONE = 0, SET_OPTION = 1, RELEASE_EXPIRED = 2,
 enum class ControlResult : int32_t { OK = 0, BAD_REQUEST = 1, REJECTED = 2 };
 
 // The tool fills op/option/value, then stores req_seq (release); the process answers by
-// filling the rest and storing resp_seq = req_seq (release). Everything the tool wrote
-// is untrusted.
+// filling the rest, refreshing the stats, then storing resp_seq = req_seq (release), so
+// a snapshot taken after the answer shows its effect. Everything the tool wrote is
+// untrusted.
 struct Control {
   uint64_t req_seq;
   uint32_t op;

@@ -152,8 +152,12 @@ void StatsRegion::tick(int64_t now_us, bool housekeeping) {
   if (host_.option_value(OPT_STATS_REGION) == 0) {
     destroy();
   } else if (region_.addr != nullptr || create()) {
-    serve_request(housekeeping);
+    const uint64_t answered = serve_request(housekeeping);
     refresh(now_us, housekeeping);
+    if (answered != 0) {
+      auto* c = reinterpret_cast<stats::Control*>(mutable_bytes() + stats::CONTROL_OFFSET);
+      __atomic_store_n(&c->resp_seq, answered, __ATOMIC_RELEASE);
+    }
   }
   busy_.store(false, std::memory_order_release);
 }
@@ -298,10 +302,10 @@ void StatsRegion::publish_usage(stats::CtxRow* rows, int nrows) {
               usage_.ntop * sizeof(stats::LabelRow));
 }
 
-void StatsRegion::serve_request(bool housekeeping) {
+uint64_t StatsRegion::serve_request(bool housekeeping) {
   auto* c = reinterpret_cast<stats::Control*>(mutable_bytes() + stats::CONTROL_OFFSET);
   const uint64_t req = __atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE);
-  if (req == last_request_) return;
+  if (req == last_request_) return 0;
   // A private copy: the tool (or anything else with access) may still be writing.
   stats::Control r;
   std::memcpy(&r, c, sizeof(r));
@@ -312,7 +316,7 @@ void StatsRegion::serve_request(bool housekeeping) {
       op == stats::ControlOp::RELEASE_EXPIRED || op == stats::ControlOp::RELEASE_ALL;
   // Free spans are washed under ctx locks, which a chunk-level caller may hold: leave a
   // release to the housekeeping thread when there is one.
-  if (release && !housekeeping && host_.housekeeping_running()) return;
+  if (release && !housekeeping && host_.housekeeping_running()) return 0;
 
   stats::Control a{};
   a.result = static_cast<int32_t>(stats::ControlResult::OK);
@@ -336,7 +340,7 @@ void StatsRegion::serve_request(bool housekeeping) {
       msg.str(err).str(" (nothing changed)");
     } else {
       a.before = host_.option_value(id);
-      if (host_.try_set_option(id, v) == StatsHost::SetResult::BUSY) return;  // next tick
+      if (host_.try_set_option(id, v) == StatsHost::SetResult::BUSY) return 0;  // next tick
       a.after = host_.option_value(id);
       msg.str(r.option).str(" set");
     }
@@ -369,7 +373,7 @@ void StatsRegion::serve_request(bool housekeeping) {
   c->washed = a.washed;
   last_request_ = req;
   ++served_;
-  __atomic_store_n(&c->resp_seq, req, __ATOMIC_RELEASE);
+  return req;
 }
 
 void StatsRegion::mark_exited() {

@@ -108,7 +108,9 @@ class StatsRegion final : public ChunkListener {
   bool create();
   void destroy();
   void write_field_table();
-  void serve_request(bool housekeeping);
+  // Serves a pending request; its sequence number when answered (published by tick()
+  // after the refresh, so a reader that sees the answer sees its effect), else 0.
+  uint64_t serve_request(bool housekeeping);
   void refresh(int64_t now_us, bool housekeeping);
   // The last scan's figures into the rows (-1 for a ctx it did not see) and label rows.
   void publish_usage(stats::CtxRow* rows, int nrows);

@@ -35,7 +35,14 @@ class TestHost final : public StatsHost {
     return 4096;
   }
   bool housekeeping_running() override { return housekeeping; }
-  ThreadStatePoolStats thread_states() override { return threads; }
+  // Called by every refresh: notes an answer already visible while the refresh runs.
+  ThreadStatePoolStats thread_states() override {
+    if (watch != nullptr && watch->req_seq != 0 &&
+        __atomic_load_n(&watch->resp_seq, __ATOMIC_ACQUIRE) == watch->req_seq) {
+      ++answers_seen_in_refresh;
+    }
+    return threads;
+  }
   ObMallocAllocator& allocator() { return *alloc_; }
 
   Options opts;
@@ -43,6 +50,8 @@ class TestHost final : public StatsHost {
   bool housekeeping = false;
   ThreadStatePoolStats threads{48, 7, 3, 1};
   int washes = 0;
+  const stats::Control* watch = nullptr;
+  int answers_seen_in_refresh = 0;
 
  private:
   AChunkMgr& mgr_;

@@ -165,6 +165,22 @@ TEST_F(StatsRegionTest, SetOptionIsValidatedAppliedAndAnswered) {
   EXPECT_EQ(s.get("requests_served"), 1);
 }
 
+// A reader that sees the answer sees the refresh after it: the answer is published last.
+// (The live test read a stale option and request count when the refresh came after.)
+TEST_F(StatsRegionTest, AnAnswerIsPublishedOnlyAfterTheRefreshThatShowsIt) {
+  tick();
+  host_.watch = control();
+  send(stats::ControlOp::SET_OPTION, "span_idle_ms", "250");
+  tick(false);
+  ASSERT_TRUE(answered());
+  EXPECT_EQ(host_.answers_seen_in_refresh, 0);
+  send(stats::ControlOp::RELEASE_ALL, "", "");
+  tick();
+  ASSERT_TRUE(answered());
+  EXPECT_EQ(host_.answers_seen_in_refresh, 0);
+  EXPECT_EQ(snapshot().get("requests_served"), 2);
+}
+
 TEST_F(StatsRegionTest, BadRequestsChangeNothingAndAreAnswered) {
   tick();
   struct Case {
