@@ -6,7 +6,9 @@
 # as one PNG bar chart (gnuplot).
 # Usage: bench/workloads/run.sh [build-dir]
 #   ROUNDS=3 SCALE=0.25 PATTERNS="pairs replace1 ..." OUT=out/workloads
-#   EXTRA="name=/path/to/lib.so ..."  more allocators to compare (e.g. another achunk build)
+#   EXTRA="name=/path/to/lib.so ..."  more allocators to compare (e.g. another achunk build);
+#   each also gets a table of its time and peak RSS over achunk's, the median of the
+#   ratios within each round
 # Packages: scripts/setup-deps.sh (libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time
 # gnuplot-nox).
 set -euo pipefail
@@ -67,7 +69,8 @@ awk -F'\t' -v order="${names[*]}" -v patterns="$patterns" '
     return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
   }
   { k = "ms" SUBSEP $1 SUBSEP $2; val[k, ++cnt[k]] = $4
-    k = "rss" SUBSEP $1 SUBSEP $2; val[k, ++cnt[k]] = $5 }
+    k = "rss" SUBSEP $1 SUBSEP $2; val[k, ++cnt[k]] = $5
+    byround["ms", $1, $2, $3] = $4; byround["rss", $1, $2, $3] = $5; nr = $3 + 1 }
   END {
     na = split(order, al, " "); np = split(patterns, pl, " ")
     printf "pattern"; for (x = 1; x <= na; x++) printf "\t%s", al[x]; printf "\n"
@@ -102,6 +105,23 @@ awk -F'\t' -v order="${names[*]}" -v patterns="$patterns" '
     printf "\n| | peak RSS |" > "/dev/stderr"
     for (x = 1; x <= na; x++) printf " %.2fx |", exp(logsum["rss", al[x]] / np) > "/dev/stderr"
     printf "\n" > "/dev/stderr"
+    # Each EXTRA build against achunk: the median over rounds of the ratio within a round,
+    # which the slow and fast phases of the VM (minutes long) move far less than medians.
+    for (x = 6; x <= na; x++) {
+      printf "\n| pattern | %s / achunk, time | %s / achunk, peak RSS |\n|---|---|---|\n", al[x], al[x] > "/dev/stderr"
+      for (y = 1; y <= np; y++) {
+        p = pl[y]; printf "| %s |", p > "/dev/stderr"
+        for (m = 0; m < 2; m++) {
+          metric = m ? "rss" : "ms"; key = "same" SUBSEP metric SUBSEP p SUBSEP al[x]
+          for (r = 0; r < nr; r++) {
+            a0 = byround[metric, p, "achunk", r]; a1 = byround[metric, p, al[x], r]
+            if (a0 > 0 && a1 > 0) val[key, ++cnt[key]] = a1 / a0
+          }
+          printf " %.2fx |", cnt[key] ? median(key) : 0 > "/dev/stderr"
+        }
+        printf "\n" > "/dev/stderr"
+      }
+    }
   }' "$raw" >"$table" 2>"$out/report.md"
 cat "$out/report.md"
 echo "rounds=$rounds scale=$scale; raw: $raw; ratios: $table" >&2
