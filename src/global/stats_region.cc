@@ -154,10 +154,7 @@ void StatsRegion::tick(int64_t now_us, bool housekeeping) {
   } else if (region_.addr != nullptr || create()) {
     const uint64_t answered = serve_request(housekeeping);
     refresh(now_us, housekeeping);
-    if (answered != 0) {
-      auto* c = reinterpret_cast<stats::Control*>(mutable_bytes() + stats::CONTROL_OFFSET);
-      __atomic_store_n(&c->resp_seq, answered, __ATOMIC_RELEASE);
-    }
+    if (answered != 0) __atomic_store_n(&control()->resp_seq, answered, __ATOMIC_RELEASE);
   }
   busy_.store(false, std::memory_order_release);
 }
@@ -303,7 +300,7 @@ void StatsRegion::publish_usage(stats::CtxRow* rows, int nrows) {
 }
 
 uint64_t StatsRegion::serve_request(bool housekeeping) {
-  auto* c = reinterpret_cast<stats::Control*>(mutable_bytes() + stats::CONTROL_OFFSET);
+  stats::Control* c = control();
   const uint64_t req = __atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE);
   if (req == last_request_) return 0;
   // A private copy: the tool (or anything else with access) may still be writing.

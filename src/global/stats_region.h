@@ -115,6 +115,9 @@ class StatsRegion final : public ChunkListener {
   // The last scan's figures into the rows (-1 for a ctx it did not see) and label rows.
   void publish_usage(stats::CtxRow* rows, int nrows);
   stats::Header* header() { return static_cast<stats::Header*>(region_.addr); }
+  stats::Control* control() {
+    return reinterpret_cast<stats::Control*>(mutable_bytes() + stats::CONTROL_OFFSET);
+  }
 
   Os& os_;
   AChunkMgr& chunk_mgr_;

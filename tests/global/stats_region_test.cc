@@ -166,7 +166,7 @@ TEST_F(StatsRegionTest, SetOptionIsValidatedAppliedAndAnswered) {
 }
 
 // A reader that sees the answer sees the refresh after it: the answer is published last.
-// (The live test read a stale option and request count when the refresh came after.)
+// (Before, a reader could see the answer with the old option value and request count.)
 TEST_F(StatsRegionTest, AnAnswerIsPublishedOnlyAfterTheRefreshThatShowsIt) {
   tick();
   host_.watch = control();
