@@ -285,6 +285,8 @@ void visit_fork_locks(ForkLockVisitor& v) {
   label_visit_fork_locks(v);
   ObjectSet::visit_all_fork_locks(v);
   g.chunk_mgr.visit_fork_locks(v);
+  // A leaf: a thread that needs a state may hold any lock above.
+  thread_state_visit_fork_locks(v);
 }
 
 int fork_locks_held() {

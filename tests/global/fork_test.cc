@@ -110,10 +110,34 @@ TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
        {"options", "c_api.report", "memory_context.slots", "usage_printer.scratch",
         "malloc_allocator.directory", "label.table", "object_set.registry", "object_set.heaps",
         "object_mgr.shard", "object_mgr.wash", "chunk_mgr.evicting", "chunk_mgr.cap",
-        "chunk_mgr.free_list", "memory_context.root_tree", "ob_allocator", "arena"}) {
+        "thread_state.pool", "chunk_mgr.free_list", "memory_context.root_tree", "ob_allocator",
+        "arena"}) {
     EXPECT_EQ(names.count(want), 1u) << want;
   }
   EXPECT_EQ(fork_locks_held(), 0);
+}
+
+// fork's prepare takes the registry in order, so a lock that may be taken while another is
+// held must come after it. The thread-state pool's lock is taken under allocator locks (a
+// thread's first allocation in a slow path; the stats region's refresh from a chunk call
+// once did): before, prepare held it while waiting for a shard lock whose holder waited
+// for it, and fork hung.
+TEST_F(ForkTest, ThePoolLockComesAfterEveryAllocatorLock) {
+  Collect c;
+  visit_fork_locks(c);
+  int pool = -1;
+  int last_allocator = -1;
+  for (size_t i = 0; i < c.locks.size(); ++i) {
+    const std::string& name = c.locks[i].second;
+    if (name == "thread_state.pool") pool = static_cast<int>(i);
+    if (name.rfind("object_set.", 0) == 0 || name.rfind("object_mgr.", 0) == 0 ||
+        name.rfind("chunk_mgr.", 0) == 0 || name == "malloc_allocator.directory") {
+      last_allocator = static_cast<int>(i);
+    }
+  }
+  ASSERT_GE(pool, 0);
+  ASSERT_GE(last_allocator, 0);
+  EXPECT_GT(pool, last_allocator);
 }
 
 // For one lock of every kind: another thread holds it until fork's prepare handler waits

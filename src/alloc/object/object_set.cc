@@ -350,7 +350,6 @@ void ObjectSet::on_fork_child() {
 
 void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
   v.visit(g_sets_lock, "object_set.registry");
-  thread_state_visit_fork_locks(v);
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       v.visit(set->heaps_lock_, "object_set.heaps");

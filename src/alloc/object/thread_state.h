@@ -103,12 +103,15 @@ struct ThreadStatePoolStats {
   int64_t free = 0;    // given back, waiting in the pool
   int64_t washed = 0;  // of the free ones, those whose pages went back to the OS
 };
+// Without the pool lock (the stats region reads it from chunk calls made under allocator
+// locks): each figure as of the last pool change.
 ThreadStatePoolStats thread_state_pool_stats();
 // The OS the pool maps and washes states through: a LinuxOs unless set (tests pass a
 // fake that fails on demand; nullptr goes back to the default). States are not chunk
 // memory, as TLS is not, so the chunk manager's OS need not be this one.
 void set_thread_state_os(Os* os);
-// fork(): the pool's lock, held across the fork.
+// fork(): the pool's lock, held across the fork. A leaf (nothing is taken under it, and
+// it may be taken under any allocator lock), so the registry visits it last.
 void thread_state_visit_fork_locks(ForkLockVisitor& v);
 
 }  // namespace achunk

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -197,6 +199,42 @@ TEST(ThreadStatePoolTest, AFailedMappingIsNotRetriedAtEveryAcquire) {
   set_thread_state_os(nullptr);
   if (state != nullptr) drained.push_back(state);
   for (ThreadState* s : drained) release_thread_state(s);
+}
+
+// The stats region reads the pool's figures from chunk calls made under allocator locks,
+// which fork() takes after the pool lock: the read must not wait for it. (It did, and a
+// fork hung: prepare held the pool lock and waited for a shard lock whose holder, in a
+// chunk call, waited for the pool lock.)
+TEST(ThreadStatePoolTest, FiguresAreReadWhileAnotherThreadHoldsThePoolLock) {
+  struct Find final : ForkLockVisitor {
+    SpinLock* pool = nullptr;
+    void visit(SpinLock& lock, const char*) override { pool = &lock; }
+  } find;
+  thread_state_visit_fork_locks(find);
+  ASSERT_NE(find.pool, nullptr);
+  ThreadState* state = acquire_thread_state();
+  ASSERT_NE(state, nullptr);
+  const ThreadStatePoolStats expected = thread_state_pool_stats();
+  find.pool->lock();
+  std::atomic<bool> done{false};
+  ThreadStatePoolStats seen;
+  std::thread reader([&] {
+    seen = thread_state_pool_stats();
+    done.store(true);
+  });
+  // A bound, not a timing: a read that waits for the lock never finishes while it is held.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  const bool read_while_held = done.load();
+  find.pool->unlock();
+  reader.join();
+  EXPECT_TRUE(read_while_held) << "thread_state_pool_stats() waited for the pool lock";
+  EXPECT_EQ(seen.mapped, expected.mapped);
+  EXPECT_EQ(seen.in_use, expected.in_use);
+  EXPECT_EQ(seen.free, expected.free);
+  EXPECT_EQ(seen.washed, expected.washed);
+  release_thread_state(state);
+  EXPECT_EQ(thread_state_pool_stats().in_use, expected.in_use - 1);
 }
 
 TEST(ThreadStateSizeTest, TheStateIsWholePages) {
