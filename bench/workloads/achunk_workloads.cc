@@ -51,6 +51,24 @@ void pairs() {
   g_sum += sum;
 }
 
+// Lone objects across the size classes: one object of each size from 16 B to 64 KiB
+// (steps of a quarter) allocated, touched and freed in turn, as a thread handling values
+// of many sizes does.
+void classes() {
+  uint64_t sum = 0;
+  std::vector<size_t> sizes;
+  for (size_t s = 16; s <= 65536 - 64; s += std::max<size_t>(16, s / 4)) sizes.push_back(s);
+  for (int64_t round = 0; round < scaled(100'000); ++round) {
+    for (size_t size : sizes) {
+      void* p = malloc(size);
+      touch(p, size);
+      sum += reinterpret_cast<uintptr_t>(p) & 0xF0;
+      free(p);
+    }
+  }
+  g_sum += sum;
+}
+
 // Random replacement: `threads` threads each keep 500k/threads objects of 8 B-1 KiB and
 // replace a random one at each step.
 void replace(int threads) {
@@ -290,6 +308,7 @@ struct Pattern {
 };
 const Pattern PATTERNS[] = {
     {"pairs", pairs},
+    {"classes", classes},
     {"replace1", [] { replace(1); }},
     {"replace2", [] { replace(2); }},
     {"prodcons", prodcons},

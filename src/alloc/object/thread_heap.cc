@@ -104,7 +104,7 @@ void ThreadHeap::push_spare(int sc, ABlock* block) {
   block->prev_ = nullptr;
   block->next_ = spare_[sc];
   spare_[sc] = block;
-  spare_bytes_ += slab_bytes(sc);
+  count_kept(slab_of(block), 1);
 }
 
 ABlock* ThreadHeap::pop_spare(int sc) {
@@ -113,7 +113,7 @@ ABlock* ThreadHeap::pop_spare(int sc) {
   spare_[sc] = block->next_;
   block->next_ = nullptr;
   slab_of(block)->in_spare_ = false;
-  spare_bytes_ -= slab_bytes(sc);
+  count_kept(slab_of(block), -1);
   return block;
 }
 
@@ -143,7 +143,7 @@ void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
 void ThreadHeap::keep_empty(int sc, ABlock* block) {
   // Over the budget the slab joins the set's free spans, where any thread can take it
   // and idle time washes it.
-  if (within_budget(sc)) {
+  if (within_budget(slab_of(block))) {
     push_spare(sc, block);
   } else {
     ObjectSet::free_span(block);
@@ -188,7 +188,16 @@ void* ThreadHeap::alloc_slow(int sc) {
     ++slabs_visited_;
     Slab* slab = slab_of(block);
     collect(slab);
-    if (slab->local_free_ != nullptr || ObjectSet::carve(block)) return take(sc, block);
+    if (slab->local_free_ != nullptr) return take(sc, block);
+    const int64_t carved = carved_bytes(slab);
+    if (ObjectSet::carve(block)) {
+      if (slab->in_current_) {
+        // A kept slab's new pages count; past the budget it is kept no longer.
+        kept_carved_ += carved_bytes(slab) - carved;
+        if (kept_carved_ > SPARE_BYTES_MAX) unkeep(slab);
+      }
+      return take(sc, block);
+    }
     current_[sc].store(nullptr, std::memory_order_relaxed);
     unkeep(slab);
     push_full(sc, block);
@@ -229,9 +238,9 @@ void* ThreadHeap::alloc_slow(int sc) {
 
 void* ThreadHeap::take(int sc, ABlock* block) {
   Slab* slab = slab_of(block);
-  if (keep_emptied_current_ && !slab->in_current_ && within_budget(sc)) {
+  if (keep_emptied_current_ && !slab->in_current_ && within_budget(slab)) {
     slab->in_current_ = true;
-    kept_current_bytes_ += slab_bytes(sc);
+    count_kept(slab, 1);
   }
   current_[sc].store(block, std::memory_order_release);
   return pop(sc);

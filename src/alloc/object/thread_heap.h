@@ -23,15 +23,19 @@ class ObjectSet;
 
 class ThreadHeap {
  public:
-  // Bytes of slabs a heap may keep empty, over all classes: its spares, and the current
-  // slabs it keeps current when they empty (counted while current, empty or not). A
-  // thread that frees and allocates a batch across slab boundaries takes its slabs back
-  // rather than handing them to the set's free spans and carving new ones each round; one
-  // grown through the classes by realloc leaves no more than this behind. They go back by
-  // idle time: another thread's look (ObjectSet::reclaim_idle_spares, the housekeeping
-  // thread's each interval) takes them from a heap that has made no slow-path call since
-  // the last one.
+  // What a heap may keep of slabs that may sit empty, over all classes: its spares, and
+  // the current slabs it keeps current when they empty (counted while current, empty or
+  // not). A thread that frees and allocates a batch across slab boundaries takes its
+  // slabs back rather than handing them to the set's free spans and carving new ones each
+  // round, and one that cycles a lone object in each of many classes keeps every class's
+  // slab. Counted twice: their carved bytes (the pages they can hold in RAM; a slab is
+  // carved a page at a time) within SPARE_BYTES_MAX, and their whole spans within
+  // SPARE_SPAN_BYTES_MAX (the ctx's hold), which every class up to 8 KiB slots fits. They
+  // go back by idle time: another thread's look (ObjectSet::reclaim_idle_spares, the
+  // housekeeping thread's each interval) takes them from a heap that has made no
+  // slow-path call since the last one.
   static constexpr int64_t SPARE_BYTES_MAX = 256 * 1024;
+  static constexpr int64_t SPARE_SPAN_BYTES_MAX = 1024 * 1024;
   // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
   // it partial again without an atomic. Bounds what thread exit walks.
   static constexpr int FULL_SLABS_KEPT = 16;
@@ -156,15 +160,24 @@ class ThreadHeap {
   // Between the two the owner's pops find no current slab and wait for lock_ in alloc_slow.
   ABlock* unhook_current();
   ABlock* take_emptied_current(ABlock* unhooked, bool barrier, ABlock* chain, int64_t* bytes);
-  // Whether one more slab of class sc, kept empty, stays within SPARE_BYTES_MAX.
-  bool within_budget(int sc) const {
-    return spare_bytes_ + kept_current_bytes_ + slab_bytes(sc) <= SPARE_BYTES_MAX;
+  // The bytes of a slab its pages can hold in RAM: the slots carved so far.
+  static int64_t carved_bytes(const Slab* slab) {
+    return int64_t{slab->carved_.load(std::memory_order_relaxed)} * class_slot_size(slab->sc_);
+  }
+  // Whether one more slab, kept, stays within both budgets.
+  bool within_budget(const Slab* slab) const {
+    return kept_carved_ + carved_bytes(slab) <= SPARE_BYTES_MAX &&
+           kept_span_ + slab_bytes(slab->sc_) <= SPARE_SPAN_BYTES_MAX;
+  }
+  void count_kept(const Slab* slab, int64_t sign) {
+    kept_carved_ += sign * carved_bytes(slab);
+    kept_span_ += sign * slab_bytes(slab->sc_);
   }
   // A slab leaving current_: no longer kept when emptied.
   void unkeep(Slab* slab) {
     if (!slab->in_current_) return;
     slab->in_current_ = false;
-    kept_current_bytes_ -= slab_bytes(slab->sc_);
+    count_kept(slab, -1);
   }
 
   // Written by the owner under lock_, and by another thread's look under lock_; read by
@@ -175,9 +188,11 @@ class ThreadHeap {
   // Whether an emptied current slab stays current: only where the look can take it from
   // an idle heap (Os::process_barrier), else it is parked as a spare like any emptied slab.
   bool keep_emptied_current_ = false;
-  // Bytes of the current slabs with in_current_ (under lock_), within SPARE_BYTES_MAX with
-  // the spares.
-  int64_t kept_current_bytes_ = 0;
+  // Carved and span bytes of the spares and of the current slabs with in_current_ (under
+  // lock_), within SPARE_BYTES_MAX and SPARE_SPAN_BYTES_MAX. A spare is never carved, and
+  // a kept current slab's carving is counted as it happens (alloc_slow).
+  int64_t kept_carved_ = 0;
+  int64_t kept_span_ = 0;
   // Owned slabs with room that are neither current nor spare (adopted, or freed into
   // after filling), linked via ABlock prev_/next_; a refill takes the head.
   ABlock* partial_[SIZE_CLASS_COUNT] = {};
@@ -188,10 +203,9 @@ class ThreadHeap {
   uint64_t refills_ = 0;
   uint64_t slabs_visited_ = 0;
   uint64_t taken_back_ = 0;
-  // Empty slabs kept for the next refills, per class a stack (newest first), within
-  // SPARE_BYTES_MAX in all.
+  // Empty slabs kept for the next refills, per class a stack (newest first), within the
+  // budgets with the kept current slabs.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
-  int64_t spare_bytes_ = 0;
   // Held by the owner through alloc_slow, on_slab_empty and on_slab_unfull, the only
   // places that touch spare_ and the slab lists, and tried by another thread taking this heap's
   // spares. The fast paths never take it: they touch current slabs and slabs holding live objects,

@@ -206,24 +206,25 @@ TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
 
 TEST_F(ObjectSetTest, EmptyBigSlabsStayAsSparesOnlyWithinTheHeapBudget) {
   ObjectSet set(source_);
-  // 60000 bytes: one 65536-byte slot to a 72 KiB slab. The budget holds the current slab
-  // (kept when it empties) and two spares, not three.
+  // 60000 bytes: one 65536-byte slot to a 72 KiB slab. The budget counts carved bytes, so
+  // it holds the current slab (kept when it empties) and three spares, not four.
   ASSERT_EQ(slab_size(size_class_of(60000)), 72 * 1024);
-  ASSERT_LE(3 * 72 * 1024, ThreadHeap::SPARE_BYTES_MAX);
-  ASSERT_GT(4 * 72 * 1024, ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_LE(4 * 65536, ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_GT(5 * 65536, ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_LE(5 * 72 * 1024, ThreadHeap::SPARE_SPAN_BYTES_MAX);
   std::vector<void*> big;
-  for (int i = 0; i < 5; ++i) big.push_back(set.alloc(60000, 0));
-  const int64_t with_five = set.span_used();
-  for (int i = 0; i < 2; ++i) ObjectSet::free(big[i]);
-  EXPECT_EQ(set.span_used(), with_five);  // two spares
-  for (int i = 2; i < 4; ++i) ObjectSet::free(big[i]);
-  EXPECT_EQ(set.span_used(), with_five - 2 * 72 * 1024);
+  for (int i = 0; i < 6; ++i) big.push_back(set.alloc(60000, 0));
+  const int64_t with_six = set.span_used();
+  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);
+  EXPECT_EQ(set.span_used(), with_six);  // three spares
+  for (int i = 3; i < 5; ++i) ObjectSet::free(big[i]);
+  EXPECT_EQ(set.span_used(), with_six - 2 * 72 * 1024);
   // The last is the current slab: emptied, it stays current.
-  ObjectSet::free(big[4]);
-  EXPECT_EQ(set.span_used(), with_five - 2 * 72 * 1024);
+  ObjectSet::free(big[5]);
+  EXPECT_EQ(set.span_used(), with_six - 2 * 72 * 1024);
   // A thread cycling one object of the class keeps using it: no new span.
   for (int i = 0; i < 10; ++i) ObjectSet::free(set.alloc(60000, 0));
-  EXPECT_EQ(set.span_used(), with_five - 2 * 72 * 1024);
+  EXPECT_EQ(set.span_used(), with_six - 2 * 72 * 1024);
 }
 
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {

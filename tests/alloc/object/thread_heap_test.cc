@@ -215,9 +215,17 @@ TEST_F(ThreadHeapTest, ALoneObjectCycledOnItsSlabTakesNoSlowPath) {
   EXPECT_EQ(set.span_used(), used);
 }
 
+// The carved bytes of the set's empty slabs (spares and kept current slabs).
+int64_t empty_slab_carved(ObjectSet& set) {
+  SpanUsage u;
+  set.scan_spans(
+      &u, [](void*, void*, int64_t) -> int64_t { return 0; }, nullptr);
+  return u.slab_slots - u.slab_live;
+}
+
 // A thread that went through every class, as a buffer grown by realloc does, keeps its
-// emptied current slabs and spares within SPARE_BYTES_MAX in all: the first classes' stay
-// current, and the rest go back to the set.
+// emptied current slabs and spares within both budgets: the first classes' stay current,
+// and the rest go back to the set.
 TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
   ObjectSet set(source_);
   const int64_t heap_only = (set.heap_for_this_thread(), set.span_used());
@@ -231,15 +239,63 @@ TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
     objs.push_back(set.alloc(size, 0));
   }
   ASSERT_EQ(static_cast<int>(objs.size()), SIZE_CLASS_COUNT);
-  ASSERT_GT(all_slabs, 2 * ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_GT(all_slabs, ThreadHeap::SPARE_SPAN_BYTES_MAX);
   EXPECT_EQ(set.span_used(), heap_only + all_slabs);
   for (void* p : objs) ObjectSet::free(p);
-  EXPECT_LE(set.span_used() - heap_only, ThreadHeap::SPARE_BYTES_MAX);
+  EXPECT_LE(set.span_used() - heap_only, ThreadHeap::SPARE_SPAN_BYTES_MAX);
+  EXPECT_LE(empty_slab_carved(set), ThreadHeap::SPARE_BYTES_MAX);
   // The first classes' slabs are still current: cycling them takes no slow path.
   const ThreadHeap* heap = set.heap_for_this_thread();
   const uint64_t refills = heap->refills();
   for (int i = 0; i < 100; ++i) ObjectSet::free(set.alloc(16, 0));
   EXPECT_EQ(heap->refills(), refills);
+}
+
+// A lone object cycled in each class up to 8 KiB slots, as a thread handling values of
+// many sizes does: every class keeps its slab current (they are counted by carved
+// bytes). When whole slabs were counted, the classes past the first 256 KiB of slabs
+// parked their slab at each free and took one at each allocation.
+TEST_F(ThreadHeapTest, ALoneObjectCycledInEveryClassUpTo8KiBTakesNoSlowPath) {
+  ObjectSet set(source_);
+  std::vector<int64_t> sizes;
+  for (int sc = 0; sc < SIZE_CLASS_COUNT && class_slot_size(sc) <= 8192; ++sc) {
+    sizes.push_back(class_slot_size(sc) - AOBJECT_META_SIZE);
+  }
+  ASSERT_EQ(sizes.size(), 31u);
+  for (int64_t size : sizes) ObjectSet::free(set.alloc(size, 0));
+  const ThreadHeap* heap = set.heap_for_this_thread();
+  const uint64_t refills = heap->refills();
+  for (int round = 0; round < 100; ++round) {
+    for (int64_t size : sizes) ObjectSet::free(set.alloc(size, 0));
+  }
+  EXPECT_EQ(heap->refills(), refills);
+  EXPECT_LE(empty_slab_carved(set), ThreadHeap::SPARE_BYTES_MAX);
+}
+
+// A kept current slab whose carving passes the budget is kept no longer: its pages count
+// as they are carved, so once emptied it goes back to the set.
+TEST_F(ThreadHeapTest, AKeptSlabCarvedPastTheBudgetIsKeptNoLonger) {
+  ObjectSet set(source_);
+  // About 196 KiB kept first: three 64 KiB slots, one still live on the current slab of
+  // its class, two emptied into spares, and a 16-byte object's slab, a page carved.
+  void* big[3];
+  for (void*& p : big) p = set.alloc(60000, 0);
+  ObjectSet::free(big[0]);
+  ObjectSet::free(big[1]);
+  ObjectSet::free(set.alloc(16, 0));
+  const int64_t before = set.span_used();
+  // 8 KiB slots, one carved at a time, 8 to a 72 KiB slab: kept when taken (8 KiB
+  // carved), no longer once the eighth carve passes 256 KiB in all.
+  const int64_t size = 8192 - AOBJECT_META_SIZE;
+  ASSERT_EQ(slab_size(size_class_of(size)), 72 * 1024);
+  ASSERT_GT(3 * 65536 + 8 * 8192 + 4000, ThreadHeap::SPARE_BYTES_MAX);
+  void* objs[8];
+  for (void*& p : objs) p = set.alloc(size, 0);
+  EXPECT_EQ(set.span_used(), before + 72 * 1024);
+  for (void* p : objs) ObjectSet::free(p);
+  EXPECT_EQ(set.span_used(), before);
+  EXPECT_LE(empty_slab_carved(set), ThreadHeap::SPARE_BYTES_MAX);
+  ObjectSet::free(big[2]);
 }
 
 // Without the barrier no look could take an emptied current slab from an idle heap, so it
