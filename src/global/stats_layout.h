@@ -12,7 +12,7 @@ namespace achunk::stats {
 
 inline constexpr uint64_t MAGIC = 0x5453'4b4e'5548'4341ULL;  // "ACHUNKST", little-endian
 inline constexpr uint16_t MAJOR = 1;
-inline constexpr uint16_t MINOR = 3;
+inline constexpr uint16_t MINOR = 4;
 inline constexpr char MEMFD_NAME[] = "achunk-stats";
 inline constexpr int64_t REGION_SIZE = 32 * 1024;
 
@@ -75,8 +75,11 @@ struct CtxRow {
   int64_t free_spans;
   int64_t washed;
   int64_t free_resident;
+  // Since 1.4: the ctx's hold when that scan measured it, which the figures above add up
+  // against (`hold` is the refresh's, and may have moved since); -1 with them.
+  int64_t usage_hold;
 };
-static_assert(sizeof(CtxRow) == 96);
+static_assert(sizeof(CtxRow) == 104);
 inline constexpr uint32_t CTX_ROW_SIZE_1_0 = 64;
 
 // Since 1.1: one of the labels with the largest hold in the process, from the last usage

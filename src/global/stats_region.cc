@@ -119,6 +119,7 @@ void measure_usage(ObMallocAllocator& allocator, UsageScan* scan) {
     c.free_spans = u.free_spans;
     c.washed = u.washed;
     c.free_resident = u.spans.free_resident;
+    c.hold = ta.hold();
     // u.labels is sorted by hold: stop at the first one that would not make the list.
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
@@ -286,13 +287,14 @@ void StatsRegion::publish_usage(stats::CtxRow* rows, int nrows) {
       ++m;
     }
     if (m == usage_.nctx) {
-      r.used = r.free_spans = r.washed = r.free_resident = -1;
+      r.used = r.free_spans = r.washed = r.free_resident = r.usage_hold = -1;
       continue;
     }
     r.used = usage_.ctxs[m].used;
     r.free_spans = usage_.ctxs[m].free_spans;
     r.washed = usage_.ctxs[m].washed;
     r.free_resident = usage_.ctxs[m].free_resident;
+    r.usage_hold = usage_.ctxs[m].hold;
     k = m + 1;
   }
   std::memcpy(mutable_bytes() + stats::LABEL_OFFSET, usage_.top,

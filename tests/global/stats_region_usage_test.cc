@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "global/stats_region_fixture.h"
+#include "tools/dump/dump_format.h"
 
 namespace achunk::testing {
 namespace {
@@ -176,24 +178,56 @@ TEST_F(StatsRegionUsageTest, OnlyTheHousekeepingThreadScansAtMostEveryInterval) 
   EXPECT_EQ(s.labels.size(), 3u);
 }
 
+// A row's usage figures come with the hold they were measured against: the row's hold is
+// the refresh's and moves between scans (an operator once read used above hold).
+TEST_F(StatsRegionUsageTest, ARowCarriesTheHoldItsUsageWasMeasuredAgainst) {
+  alloc(1002, 0, "scan", 1000, 4);
+  tick(false);
+  EXPECT_EQ(snapshot().ctxs[0].usage_hold, -1);  // not measured yet
+  tick(true);
+  dump::Snapshot s = snapshot();
+  ASSERT_EQ(s.ctxs.size(), 1u);
+  const int64_t measured = s.ctxs[0].hold;
+  EXPECT_EQ(s.ctxs[0].usage_hold, measured);
+  EXPECT_LE(s.ctxs[0].used + s.ctxs[0].free_spans, measured);
+  // A big object takes chunks of its own: the hold moves, the last scan's does not.
+  alloc(1002, 0, "scan", 5 << 20, 1);
+  tick(false);
+  s = snapshot();
+  EXPECT_GT(s.ctxs[0].hold, measured + (5 << 20) - 1);
+  EXPECT_EQ(s.ctxs[0].usage_hold, measured);
+  EXPECT_EQ(s.ctxs[0].used, 4000);
+  EXPECT_NE(dump::format_text(s).find("usage_hold="), std::string::npos);
+}
+
+// The region as an older writer would have laid it out: version 1.`minor`, with ctx rows
+// of `row_bytes` (two rows) and, for 1.0, no label table.
+std::vector<unsigned char> older_region(const unsigned char* bytes, uint16_t minor,
+                                        uint32_t row_bytes) {
+  std::vector<unsigned char> b(bytes, bytes + stats::REGION_SIZE);
+  auto* h = reinterpret_cast<stats::Header*>(b.data());
+  h->minor = minor;
+  for (int i = 0; i < 2; ++i) {
+    std::memmove(b.data() + h->ctx_offset + i * row_bytes,
+                 b.data() + h->ctx_offset + i * sizeof(stats::CtxRow), row_bytes);
+  }
+  h->ctx_stride = row_bytes;
+  if (minor == 0) {
+    h->label_offset = h->label_capacity = h->label_stride = 0;
+    for (uint32_t i = 0; i < h->field_count; ++i) {
+      auto* d = reinterpret_cast<stats::FieldDesc*>(b.data() + h->field_offset) + i;
+      if (std::strcmp(d->name, "label_count") == 0) std::strcpy(d->name, "x");
+    }
+  }
+  return b;
+}
+
 // A 1.0 region's shorter ctx rows and missing label table still read, as unknown.
 TEST_F(StatsRegionUsageTest, AVersion10RegionReadsWithUnknownUsage) {
   alloc(1002, 0, "old", 100, 1);
   alloc(1003, 0, "old", 100, 1);
   tick();
-  std::vector<unsigned char> b(region_.bytes(), region_.bytes() + stats::REGION_SIZE);
-  auto* h = reinterpret_cast<stats::Header*>(b.data());
-  h->minor = 0;
-  for (int i = 0; i < 2; ++i) {
-    std::memmove(b.data() + h->ctx_offset + i * stats::CTX_ROW_SIZE_1_0,
-                 b.data() + h->ctx_offset + i * sizeof(stats::CtxRow), stats::CTX_ROW_SIZE_1_0);
-  }
-  h->ctx_stride = stats::CTX_ROW_SIZE_1_0;
-  h->label_offset = h->label_capacity = h->label_stride = 0;
-  for (uint32_t i = 0; i < h->field_count; ++i) {
-    auto* d = reinterpret_cast<stats::FieldDesc*>(b.data() + h->field_offset) + i;
-    if (std::strcmp(d->name, "label_count") == 0) std::strcpy(d->name, "x");
-  }
+  const std::vector<unsigned char> b = older_region(region_.bytes(), 0, stats::CTX_ROW_SIZE_1_0);
   absl::StatusOr<dump::Snapshot> s = dump::parse_region(b.data(), b.size());
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(s->ctxs.size(), 2u);
@@ -201,7 +235,23 @@ TEST_F(StatsRegionUsageTest, AVersion10RegionReadsWithUnknownUsage) {
   EXPECT_EQ(s->ctxs[1].hold, 2 << 20);
   EXPECT_EQ(s->ctxs[1].used, -1);
   EXPECT_EQ(s->ctxs[1].free_resident, -1);
+  EXPECT_EQ(s->ctxs[1].usage_hold, -1);
   EXPECT_TRUE(s->labels.empty());
+}
+
+// A 1.3 row (96 bytes) has the usage figures but not the hold they were measured against.
+TEST_F(StatsRegionUsageTest, AVersion13RegionReadsWithUnknownUsageHold) {
+  alloc(1002, 0, "older", 100, 1);
+  alloc(1003, 0, "older", 100, 1);
+  tick();
+  const std::vector<unsigned char> b =
+      older_region(region_.bytes(), 3, offsetof(stats::CtxRow, usage_hold));
+  absl::StatusOr<dump::Snapshot> s = dump::parse_region(b.data(), b.size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->ctxs.size(), 2u);
+  EXPECT_EQ(s->ctxs[1].tenant_id, 1003u);
+  EXPECT_EQ(s->ctxs[1].used, 100);
+  EXPECT_EQ(s->ctxs[1].usage_hold, -1);
 }
 
 }  // namespace

@@ -96,8 +96,9 @@ std::string format_text(const Snapshot& s) {
     absl::StrAppendFormat(&out, "[MEMORY] tenant_id=%5d ctx_id=%s hold=%15s used=%15s limit=%15s",
                           c.tenant_id, c.ctx_name, grouped(c.hold), grouped(c.used),
                           grouped(c.limit));
-    absl::StrAppendFormat(&out, " free_spans=%15s washed=%15s free_resident=%15s",
-                          grouped(c.free_spans), grouped(c.washed), grouped(c.free_resident));
+    absl::StrAppendFormat(&out, " free_spans=%15s washed=%15s free_resident=%15s usage_hold=%15s",
+                          grouped(c.free_spans), grouped(c.washed), grouped(c.free_resident),
+                          grouped(c.usage_hold));
     absl::StrAppendFormat(&out, " tenant_hold=%15s tenant_limit=%15s\n", grouped(c.tenant_hold),
                           grouped(c.tenant_limit));
   }
@@ -146,10 +147,10 @@ std::string format_json(const Snapshot& s) {
     absl::StrAppendFormat(&out,
                           "%s{\"tenant_id\":%d,\"ctx_id\":%d,\"ctx\":%s,\"hold\":%d,\"used\":%d,"
                           "\"limit\":%d,\"free_spans\":%d,\"washed\":%d,\"free_resident\":%d,"
-                          "\"tenant_hold\":%d,\"tenant_limit\":%d}",
+                          "\"usage_hold\":%d,\"tenant_hold\":%d,\"tenant_limit\":%d}",
                           sep, c.tenant_id, c.ctx_id, json_string(c.ctx_name), c.hold, c.used,
-                          c.limit, c.free_spans, c.washed, c.free_resident, c.tenant_hold,
-                          c.tenant_limit);
+                          c.limit, c.free_spans, c.washed, c.free_resident, c.usage_hold,
+                          c.tenant_hold, c.tenant_limit);
     sep = ",";
   }
   out += "],\"top_labels\":[";

@@ -38,6 +38,8 @@ struct CtxRow {
   int64_t free_spans = -1;
   int64_t washed = -1;
   int64_t free_resident = -1;
+  // The ctx's hold when that scan measured it (region 1.4 on); -1 as above.
+  int64_t usage_hold = -1;
 };
 
 // One of the labels with the largest hold (region 1.1 on).
