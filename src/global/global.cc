@@ -289,6 +289,10 @@ void visit_fork_locks(ForkLockVisitor& v) {
   thread_state_visit_fork_locks(v);
 }
 
+void stats_region_chunk_tick() {
+  globals().stats.tick(global_chunk_mgr().now_us(), false);
+}
+
 int fork_locks_held() {
   return g_fork_hold.held();
 }

@@ -48,6 +48,10 @@ void install_fork_handlers();
 // the process's first allocation (release_interval_ms is 1000 in the drop-in malloc, 0
 // for library use) and again on a forked child's first allocation.
 void start_release_thread();
+// The stats region's refresh as a chunk call makes it (not the housekeeping thread's),
+// now. Chunk calls come with any allocator lock held, so it must never wait for a lock.
+// For tests.
+void stats_region_chunk_tick();
 // -1 while the release thread has not run in this process (or was never started), then 1 if it runs
 // with every signal blocked, 0 if not. For tests.
 int release_thread_signals_blocked();

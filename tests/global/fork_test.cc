@@ -140,20 +140,27 @@ TEST_F(ForkTest, ThePoolLockComesAfterEveryAllocatorLock) {
   EXPECT_GT(pool, last_allocator);
 }
 
+volatile sig_atomic_t g_lock_index = -1;
+
 // For one lock of every kind: another thread holds it until fork's prepare handler waits
-// for it, then lets go; the child must find everything usable.
-TEST_F(ForkTest, ForkWhileEachRegistryLockIsHeld) {
+// for it, runs `then` still holding it, and lets go; the child must find everything
+// usable. g_lock_index is the registry index of the lock being tried. Returns the number
+// of kinds tried.
+template <typename F>
+size_t fork_while_each_lock_is_held(F then) {
   Collect c;
   visit_fork_locks(c);
   std::set<std::string> tried;
   for (size_t i = 0; i < c.locks.size(); ++i) {
     auto& [lock, name] = c.locks[i];
     if (!tried.insert(name).second) continue;
+    g_lock_index = static_cast<int>(i);
     std::atomic<bool> holding{false};
     std::thread holder([&, lock = lock, i] {
       lock->lock();
       holding.store(true);
       while (fork_locks_held() != static_cast<int>(i)) sched_yield();
+      then();
       lock->unlock();
     });
     while (!holding.load()) sched_yield();
@@ -161,7 +168,32 @@ TEST_F(ForkTest, ForkWhileEachRegistryLockIsHeld) {
     holder.join();
     EXPECT_FALSE(lock->held()) << name;
   }
-  EXPECT_GT(tried.size(), 10u);
+  return tried.size();
+}
+
+TEST_F(ForkTest, ForkWhileEachRegistryLockIsHeld) {
+  EXPECT_GT(fork_while_each_lock_is_held([] {}), 10u);
+}
+
+// A hang fails the test, naming how far it got (exit status 100 + the lock's index).
+void on_parent_alarm(int) {
+  _exit(100 + g_lock_index);
+}
+
+// A chunk call refreshes the stats region under whatever allocator locks its caller
+// holds: with each registry lock held while fork's prepare waits for it, a refresh as a
+// chunk call makes it must not wait for a lock prepare holds (once, the thread-state
+// pool's, and fork hung).
+TEST_F(ForkTest, AChunkCallsRefreshNeverWaitsForALockForkHolds) {
+  char err[64];
+  ASSERT_TRUE(set_option("stats_region", "1", err, sizeof(err)));
+  stats_region_chunk_tick();  // the region is created here, not under a lock
+  signal(SIGALRM, &on_parent_alarm);
+  alarm(120);
+  EXPECT_GT(fork_while_each_lock_is_held([] { stats_region_chunk_tick(); }), 10u);
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+  ASSERT_TRUE(set_option("stats_region", "0", err, sizeof(err)));
 }
 
 // Other threads run every operation that takes a fork lock while the main thread forks.
