@@ -42,17 +42,15 @@ ThreadState* g_fresh = nullptr;
 int64_t g_fresh_left = 0;
 int64_t g_backoff = 0;    // attempts skipped after the last failure (0: none failed)
 int64_t g_skip_left = 0;  // of those, still to skip
-ThreadStatePoolStats g_stats;
-// g_stats as last published under the pool lock, read without it: the stats region
+// The pool's counts, changed under the pool lock and read without it: the stats region
 // reads them from a chunk call, where allocator locks may be held that fork() takes
 // after the pool lock.
-std::atomic<int64_t> g_published[4];
-
-// Pool lock held.
-void publish_stats() {
-  const int64_t v[4] = {g_stats.mapped, g_stats.in_use, g_stats.free, g_stats.washed};
-  for (int i = 0; i < 4; ++i) g_published[i].store(v[i], std::memory_order_relaxed);
-}
+struct PoolCounts {
+  std::atomic<int64_t> mapped{0};
+  std::atomic<int64_t> in_use{0};
+  std::atomic<int64_t> free{0};
+  std::atomic<int64_t> washed{0};
+} g_stats;
 std::atomic<Os*> g_os{nullptr};
 
 // The OS set by set_thread_state_os, else `fallback`.
@@ -79,7 +77,6 @@ bool map_fresh_states(Os& os) {
   g_fresh = static_cast<ThreadState*>(p);
   g_fresh_left = STATES_PER_MAP;
   g_stats.mapped += STATES_PER_MAP;
-  publish_stats();
   return true;
 }
 
@@ -133,7 +130,6 @@ ThreadState* acquire_thread_state() {
       --g_fresh_left;
     }
     ++g_stats.in_use;
-    publish_stats();
   }
   // Outside the lock: only this thread has it now. Fresh and washed states read as zero
   // (reading a washed page maps the shared zero page, no memory).
@@ -152,20 +148,17 @@ void release_thread_state(ThreadState* state) {
   if (g_stats.free - g_stats.washed > THREAD_STATES_KEPT && reserve_washed_slot() &&
       os.release_pages(state, sizeof(ThreadState)) == 0) {
     g_washed[g_stats.washed++] = state;
-  } else {
-    state->next_free = g_free;
-    g_free = state;
+    return;
   }
-  publish_stats();
+  state->next_free = g_free;
+  g_free = state;
 }
 
 ThreadStatePoolStats thread_state_pool_stats() {
-  ThreadStatePoolStats s;
-  s.mapped = g_published[0].load(std::memory_order_relaxed);
-  s.in_use = g_published[1].load(std::memory_order_relaxed);
-  s.free = g_published[2].load(std::memory_order_relaxed);
-  s.washed = g_published[3].load(std::memory_order_relaxed);
-  return s;
+  return ThreadStatePoolStats{g_stats.mapped.load(std::memory_order_relaxed),
+                              g_stats.in_use.load(std::memory_order_relaxed),
+                              g_stats.free.load(std::memory_order_relaxed),
+                              g_stats.washed.load(std::memory_order_relaxed)};
 }
 
 void thread_state_visit_fork_locks(ForkLockVisitor& v) {
