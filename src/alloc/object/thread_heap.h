@@ -30,12 +30,12 @@ class ThreadHeap {
   // round, and one that cycles a lone object in each of many classes keeps every class's
   // slab. Counted twice: their carved bytes (the pages they can hold in RAM; a slab is
   // carved a page at a time) within SPARE_BYTES_MAX, and their whole spans within
-  // SPARE_SPAN_BYTES_MAX (the ctx's hold), which every class up to 8 KiB slots fits. They
-  // go back by idle time: another thread's look (ObjectSet::reclaim_idle_spares, the
+  // SPARE_SPAN_BYTES_MAX (the ctx's hold); one carving of every class fits both. They go
+  // back by idle time: another thread's look (ObjectSet::reclaim_idle_spares, the
   // housekeeping thread's each interval) takes them from a heap that has made no
   // slow-path call since the last one.
-  static constexpr int64_t SPARE_BYTES_MAX = 256 * 1024;
-  static constexpr int64_t SPARE_SPAN_BYTES_MAX = 1024 * 1024;
+  static constexpr int64_t SPARE_BYTES_MAX = 512 * 1024;
+  static constexpr int64_t SPARE_SPAN_BYTES_MAX = 1536 * 1024;
   // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
   // it partial again without an atomic. Bounds what thread exit walks.
   static constexpr int FULL_SLABS_KEPT = 16;
@@ -217,5 +217,23 @@ class ThreadHeap {
   ThreadHeap* prev_heap_ = nullptr;      // the set's heaps (ObjectSet::heaps_lock_)
   ThreadHeap* next_heap_ = nullptr;
 };
+
+// The budgets hold one carving of every class (a lone object cycled in each keeps its slab).
+constexpr int64_t first_carving_bytes(int sc) {
+  const int64_t slot = class_slot_size(sc);
+  const int64_t carved = 1 + (CARVE_BYTES - AOBJECT_HEADER_SIZE - 1) / slot;
+  const int64_t capacity = (slab_size(sc) - AOBJECT_HEADER_SIZE) / slot;
+  return (carved < capacity ? carved : capacity) * slot;
+}
+constexpr bool every_class_fits_the_spare_budgets() {
+  int64_t carved = 0;
+  int64_t spans = 0;
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    carved += first_carving_bytes(sc);
+    spans += slab_size(sc);
+  }
+  return carved <= ThreadHeap::SPARE_BYTES_MAX && spans <= ThreadHeap::SPARE_SPAN_BYTES_MAX;
+}
+static_assert(every_class_fits_the_spare_budgets());
 
 }  // namespace achunk

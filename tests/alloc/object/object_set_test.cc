@@ -207,24 +207,25 @@ TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
 TEST_F(ObjectSetTest, EmptyBigSlabsStayAsSparesOnlyWithinTheHeapBudget) {
   ObjectSet set(source_);
   // 60000 bytes: one 65536-byte slot to a 72 KiB slab. The budget counts carved bytes, so
-  // it holds the current slab (kept when it empties) and three spares, not four.
-  ASSERT_EQ(slab_size(size_class_of(60000)), 72 * 1024);
-  ASSERT_LE(4 * 65536, ThreadHeap::SPARE_BYTES_MAX);
-  ASSERT_GT(5 * 65536, ThreadHeap::SPARE_BYTES_MAX);
-  ASSERT_LE(5 * 72 * 1024, ThreadHeap::SPARE_SPAN_BYTES_MAX);
+  // it holds the current slab (kept when it empties) and KEPT - 1 spares, not KEPT.
+  constexpr int64_t SLAB = 72 * 1024;
+  ASSERT_EQ(slab_size(size_class_of(60000)), SLAB);
+  constexpr int KEPT = static_cast<int>(ThreadHeap::SPARE_BYTES_MAX / 65536);
+  ASSERT_GE(KEPT, 4);
+  ASSERT_LE(KEPT * SLAB, ThreadHeap::SPARE_SPAN_BYTES_MAX);
   std::vector<void*> big;
-  for (int i = 0; i < 6; ++i) big.push_back(set.alloc(60000, 0));
-  const int64_t with_six = set.span_used();
-  for (int i = 0; i < 3; ++i) ObjectSet::free(big[i]);
-  EXPECT_EQ(set.span_used(), with_six);  // three spares
-  for (int i = 3; i < 5; ++i) ObjectSet::free(big[i]);
-  EXPECT_EQ(set.span_used(), with_six - 2 * 72 * 1024);
+  for (int i = 0; i < KEPT + 2; ++i) big.push_back(set.alloc(60000, 0));
+  const int64_t with_all = set.span_used();
+  for (int i = 0; i < KEPT - 1; ++i) ObjectSet::free(big[i]);
+  EXPECT_EQ(set.span_used(), with_all);  // spares
+  for (int i = KEPT - 1; i < KEPT + 1; ++i) ObjectSet::free(big[i]);
+  EXPECT_EQ(set.span_used(), with_all - 2 * SLAB);
   // The last is the current slab: emptied, it stays current.
-  ObjectSet::free(big[5]);
-  EXPECT_EQ(set.span_used(), with_six - 2 * 72 * 1024);
+  ObjectSet::free(big[KEPT + 1]);
+  EXPECT_EQ(set.span_used(), with_all - 2 * SLAB);
   // A thread cycling one object of the class keeps using it: no new span.
   for (int i = 0; i < 10; ++i) ObjectSet::free(set.alloc(60000, 0));
-  EXPECT_EQ(set.span_used(), with_six - 2 * 72 * 1024);
+  EXPECT_EQ(set.span_used(), with_all - 2 * SLAB);
 }
 
 TEST_F(ObjectSetTest, ScanCountsLiveObjectsByLabel) {

@@ -93,13 +93,15 @@ class ThreadHeapTest : public ChunkMgrTest {
 
 TEST_F(ThreadHeapTest, EmptiedSlabsStayAsSparesWithinTheHeapBudget) {
   ObjectSet set(source_);
-  // 20000 bytes: 3 to a 64 KiB slab, so the budget holds 4 slabs: the current one, kept
-  // when it empties, and 3 spares (and no slab filled here is old enough among the full
-  // ones to be disowned).
+  // 20000 bytes: 3 to a 64 KiB slab (60 KiB carved), so the budget holds KEPT + 1 slabs:
+  // the current one, kept when it empties, and KEPT spares (and no slab filled here is
+  // old enough among the full ones to be disowned).
   constexpr int64_t BIG_SLAB = 64 * 1024;
   ASSERT_EQ(slab_size(size_class_of(20000)), BIG_SLAB);
   constexpr int KEPT = ThreadHeap::SPARE_BYTES_MAX / BIG_SLAB - 1;
-  ASSERT_EQ(KEPT, 3);
+  ASSERT_GE(KEPT, 3);
+  ASSERT_LT(KEPT + 3, ThreadHeap::FULL_SLABS_KEPT);
+  ASSERT_GT((KEPT + 2) * 3 * 20480, ThreadHeap::SPARE_BYTES_MAX);
   std::vector<void*> objs;
   for (int i = 0; i < 3 * (KEPT + 3); ++i) objs.push_back(set.alloc(20000, 0));
   const int64_t full = set.span_used();
@@ -223,25 +225,29 @@ int64_t empty_slab_carved(ObjectSet& set) {
   return u.slab_slots - u.slab_live;
 }
 
-// A thread that went through every class, as a buffer grown by realloc does, keeps its
-// emptied current slabs and spares within both budgets: the first classes' stay current,
-// and the rest go back to the set.
+// A thread that went through every class, filling a slab of each, as a buffer grown by
+// realloc may: it keeps its emptied current slabs and spares within both budgets, the
+// first classes' current, and the rest go back to the set.
 TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
   ObjectSet set(source_);
   const int64_t heap_only = (set.heap_for_this_thread(), set.span_used());
   std::vector<void*> objs;
   int64_t all_slabs = 0;
+  int64_t all_slots = 0;
   int last_sc = -1;
   for (int64_t size = 16; size <= SMALL_OBJECT_MAX; size += 16) {
     if (size_class_of(size) == last_sc) continue;
     last_sc = size_class_of(size);
     all_slabs += slab_size(last_sc);
-    objs.push_back(set.alloc(size, 0));
+    const int64_t slot = class_slot_size(last_sc);
+    const int64_t capacity = (slab_size(last_sc) - AOBJECT_HEADER_SIZE) / slot;
+    all_slots += capacity * slot;
+    for (int64_t i = 0; i < capacity; ++i) objs.push_back(set.alloc(size, 0));
   }
-  ASSERT_EQ(static_cast<int>(objs.size()), SIZE_CLASS_COUNT);
-  ASSERT_GT(all_slabs, ThreadHeap::SPARE_SPAN_BYTES_MAX);
+  ASSERT_GT(all_slots, ThreadHeap::SPARE_BYTES_MAX);
   EXPECT_EQ(set.span_used(), heap_only + all_slabs);
   for (void* p : objs) ObjectSet::free(p);
+  EXPECT_LT(set.span_used() - heap_only, all_slabs);
   EXPECT_LE(set.span_used() - heap_only, ThreadHeap::SPARE_SPAN_BYTES_MAX);
   EXPECT_LE(empty_slab_carved(set), ThreadHeap::SPARE_BYTES_MAX);
   // The first classes' slabs are still current: cycling them takes no slow path.
@@ -251,17 +257,17 @@ TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
   EXPECT_EQ(heap->refills(), refills);
 }
 
-// A lone object cycled in each class up to 8 KiB slots, as a thread handling values of
-// many sizes does: every class keeps its slab current (they are counted by carved
-// bytes). When whole slabs were counted, the classes past the first 256 KiB of slabs
-// parked their slab at each free and took one at each allocation.
-TEST_F(ThreadHeapTest, ALoneObjectCycledInEveryClassUpTo8KiBTakesNoSlowPath) {
+// A lone object cycled in each class, as a thread handling values of many sizes does:
+// every class keeps its slab current (one carving of each fits the budgets). When whole
+// slabs were counted, the classes past the first 256 KiB of slabs parked their slab at
+// each free and took one at each allocation; with a 256 KiB carved budget, the classes
+// of one-slot slabs did.
+TEST_F(ThreadHeapTest, ALoneObjectCycledInEveryClassTakesNoSlowPath) {
   ObjectSet set(source_);
   std::vector<int64_t> sizes;
-  for (int sc = 0; sc < SIZE_CLASS_COUNT && class_slot_size(sc) <= 8192; ++sc) {
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     sizes.push_back(class_slot_size(sc) - AOBJECT_META_SIZE);
   }
-  ASSERT_EQ(sizes.size(), 31u);
   for (int64_t size : sizes) ObjectSet::free(set.alloc(size, 0));
   const ThreadHeap* heap = set.heap_for_this_thread();
   const uint64_t refills = heap->refills();
@@ -276,26 +282,29 @@ TEST_F(ThreadHeapTest, ALoneObjectCycledInEveryClassUpTo8KiBTakesNoSlowPath) {
 // as they are carved, so once emptied it goes back to the set.
 TEST_F(ThreadHeapTest, AKeptSlabCarvedPastTheBudgetIsKeptNoLonger) {
   ObjectSet set(source_);
-  // About 196 KiB kept first: three 64 KiB slots, one still live on the current slab of
-  // its class, two emptied into spares, and a 16-byte object's slab, a page carved.
-  void* big[3];
-  for (void*& p : big) p = set.alloc(60000, 0);
-  ObjectSet::free(big[0]);
-  ObjectSet::free(big[1]);
+  // BIG 64 KiB slots kept first, one still live on the current slab of its class, the
+  // others emptied into spares, and a 16-byte object's slab, a page carved: within 60
+  // KiB of the budget.
+  constexpr int BIG = static_cast<int>(ThreadHeap::SPARE_BYTES_MAX / 65536) - 1;
+  ASSERT_GE(BIG, 2);
+  std::vector<void*> big;
+  for (int i = 0; i < BIG; ++i) big.push_back(set.alloc(60000, 0));
+  for (int i = 0; i < BIG - 1; ++i) ObjectSet::free(big[i]);
   ObjectSet::free(set.alloc(16, 0));
   const int64_t before = set.span_used();
   // 8 KiB slots, one carved at a time, 8 to a 72 KiB slab: kept when taken (8 KiB
-  // carved), no longer once the eighth carve passes 256 KiB in all.
+  // carved), no longer once the eighth carve passes the budget.
   const int64_t size = 8192 - AOBJECT_META_SIZE;
   ASSERT_EQ(slab_size(size_class_of(size)), 72 * 1024);
-  ASSERT_GT(3 * 65536 + 8 * 8192 + 4000, ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_LE(BIG * 65536 + 8192 + 4096, ThreadHeap::SPARE_BYTES_MAX);
+  ASSERT_GT(BIG * 65536 + 8 * 8192 + 4000, ThreadHeap::SPARE_BYTES_MAX);
   void* objs[8];
   for (void*& p : objs) p = set.alloc(size, 0);
   EXPECT_EQ(set.span_used(), before + 72 * 1024);
   for (void* p : objs) ObjectSet::free(p);
   EXPECT_EQ(set.span_used(), before);
   EXPECT_LE(empty_slab_carved(set), ThreadHeap::SPARE_BYTES_MAX);
-  ObjectSet::free(big[2]);
+  ObjectSet::free(big[BIG - 1]);
 }
 
 // Without the barrier no look could take an emptied current slab from an idle heap, so it
