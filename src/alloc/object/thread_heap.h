@@ -219,6 +219,8 @@ class ThreadHeap {
 };
 
 // The budgets hold one carving of every class (a lone object cycled in each keeps its slab).
+// A fresh slab's first carving, as ObjectSet::carve makes it: slots up to the end of the
+// first page (slot 0 starts AOBJECT_HEADER_SIZE in), at least one, at most the capacity.
 constexpr int64_t first_carving_bytes(int sc) {
   const int64_t slot = class_slot_size(sc);
   const int64_t carved = 1 + (CARVE_BYTES - AOBJECT_HEADER_SIZE - 1) / slot;
