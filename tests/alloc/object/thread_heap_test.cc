@@ -278,6 +278,22 @@ TEST_F(ThreadHeapTest, ALoneObjectCycledInEveryClassTakesNoSlowPath) {
   EXPECT_LE(empty_slab_carved(set), ThreadHeap::SPARE_BYTES_MAX);
 }
 
+// The budgets' static_assert sums first_carving_bytes, which mirrors ObjectSet::carve: a
+// fresh slab of every class carves exactly that much.
+TEST_F(ThreadHeapTest, FirstCarvingBytesIsWhatAFreshSlabCarves) {
+  ObjectSet set(source_);
+  std::vector<void*> objs;
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    void* p = set.alloc(class_slot_size(sc) - AOBJECT_META_SIZE, 0);
+    ASSERT_NE(p, nullptr);
+    const Slab* slab = slab_of(BlockSet::ptr2block(header_of(p)));
+    ASSERT_EQ(slab->sc_, sc);
+    EXPECT_EQ(slab->carved_.load() * class_slot_size(sc), first_carving_bytes(sc)) << sc;
+    objs.push_back(p);
+  }
+  for (void* p : objs) ObjectSet::free(p);
+}
+
 // A kept current slab whose carving passes the budget is kept no longer: its pages count
 // as they are carved, so once emptied it goes back to the set.
 TEST_F(ThreadHeapTest, AKeptSlabCarvedPastTheBudgetIsKeptNoLonger) {
