@@ -291,10 +291,28 @@ void ObjectSet::push_ready(ABlock* block) {
                                         std::memory_order_relaxed));
 }
 
+ABlock* ObjectSet::pop_ready(int sc) {
+  std::atomic<ABlock*>& stack = ready_[sc];
+  if (stack.load(std::memory_order_relaxed) == nullptr) return nullptr;
+  std::lock_guard<SpinLock> guard(ready_lock_);
+  ABlock* head = stack.load(std::memory_order_acquire);
+  // Only pushes race with this: a failed CAS reloads a head they put on top.
+  while (head != nullptr &&
+         !stack.compare_exchange_weak(head, head->next_, std::memory_order_acquire,
+                                      std::memory_order_acquire)) {
+  }
+  if (head != nullptr) head->next_ = nullptr;
+  return head;
+}
+
 void ObjectSet::settle_ready() {
   for (auto& stack : ready_) {
     if (stack.load(std::memory_order_relaxed) == nullptr) continue;
-    ABlock* block = stack.exchange(nullptr, std::memory_order_acquire);
+    ABlock* block;
+    {
+      std::lock_guard<SpinLock> guard(ready_lock_);
+      block = stack.exchange(nullptr, std::memory_order_acquire);
+    }
     while (block != nullptr) {
       ABlock* next = block->next_;  // before settle: once disowned it may be pushed again
       block->next_ = nullptr;
@@ -353,6 +371,7 @@ void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       v.visit(set->heaps_lock_, "object_set.heaps");
+      v.visit(set->ready_lock_, "object_set.ready");
       set->mgr_.visit_fork_locks(v);
     }
   }

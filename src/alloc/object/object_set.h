@@ -205,6 +205,9 @@ class ObjectSet {
   void settle(ABlock* block, bool ready_if_room = false);
   // A free cleared REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
   void push_ready(ABlock* block);
+  // One slab off the ready stack of class sc, or nullptr. One per refill, so the slabs an
+  // exiting thread left go to the heaps that need them, not all to the first that asks.
+  ABlock* pop_ready(int sc);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
   // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
   // *zeroed (when given): see BlockSet::alloc_block.
@@ -216,8 +219,10 @@ class ObjectSet {
   ChunkSource& source_;
   ObjectMgr mgr_;  // the block layer, sharded
   // Per class, disowned slabs a free made room on, linked via ABlock next_. Pushed by any
-  // thread, only ever taken whole (exchange), so there is no ABA.
+  // thread without a lock; taken (one, or all) only under ready_lock_, so a pop's CAS
+  // cannot meet a head that was taken and pushed again (no ABA).
   std::atomic<ABlock*> ready_[SIZE_CLASS_COUNT] = {};
+  SpinLock ready_lock_;
   std::atomic<int64_t> slabs_settled_{0};
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};

@@ -151,13 +151,10 @@ void ThreadHeap::keep_empty(int sc, ABlock* block) {
 }
 
 void ThreadHeap::adopt_ready(int sc) {
-  ABlock* block = set_->ready_[sc].exchange(nullptr, std::memory_order_acquire);
-  while (block != nullptr) {
-    ABlock* next = block->next_;
+  if (ABlock* block = set_->pop_ready(sc)) {
     slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
     link(sc, block);
     ++slabs_visited_;
-    block = next;
   }
 }
 

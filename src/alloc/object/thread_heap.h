@@ -145,7 +145,7 @@ class ThreadHeap {
   // full_ list operations; push_full disowns the oldest beyond FULL_SLABS_KEPT.
   void push_full(int sc, ABlock* block);
   void unlink_full(int sc, ABlock* block);
-  // Takes the set's notified slabs of class sc into partial_.
+  // Takes one of the set's ready slabs of class sc, if any, into partial_.
   void adopt_ready(int sc);
   // Owns again a slab this thread disowned and has just freed into: partial, or, emptied
   // by the frees it gathers, kept as any emptied slab is (keep_empty).

@@ -125,6 +125,65 @@ TEST_F(SlabFlowTest, SlabsOfAnExitedThreadEmptiedByOthersGoBackWithoutAScan) {
   EXPECT_EQ(set.slabs_settled_empty(), static_cast<int64_t>(by_slab.size()));
 }
 
+// A server's threads come and go: the slabs one leaves with room must serve every heap
+// that refills after it, not only the first (which took the whole ready stack, so the
+// others carved new slabs while it kept dozens of partial ones).
+TEST_F(SlabFlowTest, SlabsAnExitedThreadLeftServeEveryHeapThatRefills) {
+  ObjectSet set(source_);
+  std::map<ABlock*, std::vector<void*>> by_slab;
+  std::thread([&] {
+    for (int i = 0; i < 40 * 127; ++i) {
+      void* p = set.alloc(100, 0);
+      by_slab[BlockSet::ptr2block(header_of(p))].push_back(p);
+    }
+  }).join();
+  ASSERT_GE(by_slab.size(), 40u);
+  // A thread without a heap frees one object in each slab: every one is ready.
+  std::thread([&] {
+    for (auto& [block, objs] : by_slab) {
+      ObjectSet::free(objs.back());
+      objs.pop_back();
+    }
+  }).join();
+  // Four new threads refill one after another, each still alive (holding what it took)
+  // when the next one asks.
+  constexpr int THREADS = 4;
+  std::mutex mu;
+  std::condition_variable cv;
+  int allocated = 0;
+  bool done = false;
+  void* got[THREADS] = {};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < THREADS; ++t) {
+    ts.emplace_back([&, t] {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return allocated == t; });
+      got[t] = set.alloc(100, 0);
+      ++allocated;
+      cv.notify_all();
+      cv.wait(lock, [&] { return done; });
+      ObjectSet::free(got[t]);
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return allocated == THREADS; });
+    for (int t = 0; t < THREADS; ++t) {
+      EXPECT_EQ(by_slab.count(BlockSet::ptr2block(header_of(got[t]))), 1u) << "thread " << t;
+    }
+    done = true;
+    cv.notify_all();
+  }
+  for (auto& t : ts) t.join();
+  std::thread([&] {
+    for (auto& [block, objs] : by_slab) {
+      for (void* p : objs) ObjectSet::free(p);
+    }
+  }).join();
+  set.settle_ready();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 TEST_F(SlabFlowTest, AnOwnerRefillsFromSlabsAnotherThreadFreedIntoWithoutNewSpans) {
   ObjectSet set(source_);
   std::vector<void*> objs;
