@@ -339,21 +339,6 @@ void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAtt
   }
   if (align <= 16) return alloc(size, attr);
   if (size < 0 || size > OBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
-  if (align <= SLAB_ALIGN && size > 0 && size <= SMALL_OBJECT_MAX) {
-    // Up to 64 (a cache line), a plain object of a class whose slots are aligned: no
-    // pad, and the free takes the fast path. A thread without a heap gets a span
-    // instead, 16-byte aligned, so the pointer is checked.
-    const int sc = aligned_size_class(size, align);
-    if (sc >= 0) {
-      void* p = alloc(class_slot_size(sc) - AOBJECT_META_SIZE, attr);
-      if (p == nullptr) return nullptr;
-      if ((reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0) {
-        ObjectSet::resize_in_place(p, size);
-        return p;
-      }
-      free(p);
-    }
-  }
   char* raw = nullptr;
   char* aligned = nullptr;
   if (align < ACHUNK_ALIGN) {

@@ -19,12 +19,8 @@ void store_big_size(void* ptr, int64_t size) {
   std::atomic_ref<int64_t>(*big_size_word(ptr)).store(size, std::memory_order_relaxed);
 }
 
-void* big_object_user(ABlock* block) {
+void* slot_start_user(ABlock* block) {
   return static_cast<char*>(block_data(block)) + BIG_OFFSET;
-}
-// Slot 0's user pointer in a slab.
-char* slab_first_user(ABlock* block) {
-  return static_cast<char*>(block_data(block)) + SLAB_ALIGN;
 }
 
 }  // namespace
@@ -37,13 +33,13 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
         new (block->owner_area_) Slab();
         slab_of(block)->sc_ = Slab::BIG;
         slab_of(block)->born_zero_ = zeroed;
-        void* p = big_object_user(block);
+        void* p = slot_start_user(block);
         store_big_size(p, size);
         store_header(p, make_header(ObjectState::BIG, label, header_size_field(size)));
         write_tail(p, size);
       },
       &zeroed, head_align);
-  return block != nullptr ? big_object_user(block) : nullptr;
+  return block != nullptr ? slot_start_user(block) : nullptr;
 }
 
 int64_t ObjectSet::object_size(void* ptr, uint64_t header) {
@@ -53,9 +49,9 @@ int64_t ObjectSet::object_size(void* ptr, uint64_t header) {
 
 bool ObjectSet::is_object_start(const void* ptr, ABlock* block) {
   const Slab* slab = slab_of(block);
-  if (slab->sc_ == Slab::BIG) return ptr == big_object_user(block);
+  if (slab->sc_ == Slab::BIG) return ptr == slot_start_user(block);
   if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return false;
-  const int64_t off = static_cast<const char*>(ptr) - slab_first_user(block);
+  const int64_t off = static_cast<const char*>(ptr) - static_cast<char*>(slot_start_user(block));
   const int64_t slot = class_slot_size(slab->sc_);
   return off >= 0 && off % slot == 0 && off / slot < slab->carved_.load(std::memory_order_acquire);
 }
@@ -163,12 +159,12 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
       const Slab* slab = slab_of(block);
       if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
       if (slab->sc_ == Slab::BIG) {
-        void* p = big_object_user(block);
+        void* p = slot_start_user(block);
         account(p, load_header(p), BlockSet::span_bytes(block), true);
         return;
       }
       const int64_t slot = class_slot_size(slab->sc_);
-      char* user = slab_first_user(block);
+      char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
       const int carved = slab->carved_.load(std::memory_order_acquire);
       for (int i = 0; i < carved; ++i, user += slot) {
         const uint64_t h = load_header(user);
@@ -197,7 +193,7 @@ void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
         add_resident(&u->big_resident, block_data(block), bytes);
       } else {
         const int64_t slot = class_slot_size(slab->sc_);
-        char* user = slab_first_user(block);
+        char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
         const int carved = slab->carved_.load(std::memory_order_acquire);
         int64_t live = 0;
         for (int i = 0; i < carved; ++i, user += slot) {

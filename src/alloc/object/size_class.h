@@ -47,19 +47,13 @@ constexpr int64_t class_tail_min(int sc) {
 // on one slab, where 6 slots cost it four slow-path calls a round. Slabs are carved
 // lazily, so a thread that needs fewer slots touches no more pages.
 inline constexpr int64_t SLAB_UNIT = 8192;  // the block size (ABLOCK_SIZE)
-// Slot 0's user pointer sits this far into its slab (whose start is block-aligned), so a
-// class whose slot is a multiple of 64 hands out 64-byte-aligned pointers and every other
-// class 16-byte-aligned ones: an aligned allocation up to 64 is a plain one of such a
-// class (aligned_size_class). SLAB_LEAD bytes come before slot 0.
-inline constexpr int64_t SLAB_ALIGN = 64;
-inline constexpr int64_t SLAB_LEAD = SLAB_ALIGN - AOBJECT_HEADER_SIZE;
 constexpr int64_t slab_size(int sc) {
   const int64_t slot = class_slot_size(sc);
   if (slot <= 1024) return 16 * 1024;
   // The 8-byte offset keeps user pointers 16-byte aligned.
   const int64_t min_slots = slot <= SLAB_UNIT ? 8 : 1;
-  int64_t bytes = (min_slots * slot + SLAB_LEAD + SLAB_UNIT - 1) / SLAB_UNIT * SLAB_UNIT;
-  while ((bytes - (bytes - SLAB_LEAD) / slot * slot) * 8 > bytes) bytes += SLAB_UNIT;
+  int64_t bytes = (min_slots * slot + AOBJECT_HEADER_SIZE + SLAB_UNIT - 1) / SLAB_UNIT * SLAB_UNIT;
+  while ((bytes - (bytes - AOBJECT_HEADER_SIZE) / slot * slot) * 8 > bytes) bytes += SLAB_UNIT;
   return bytes;
 }
 static_assert(slab_size(SIZE_CLASS_COUNT - 1) == 9 * SLAB_UNIT);
@@ -115,16 +109,6 @@ inline int size_class_of(int64_t size) {
   if (size <= SIZE_CLASS_TABLE_MAX) return SIZE_CLASS_TABLE.by_step[(size + 15) >> 4];
   const int64_t step = (size + AOBJECT_META_SIZE + (1 << LARGE_SLOT_STEP_SHIFT) - 1);
   return SIZE_CLASS_TABLE.by_slot_step[step >> LARGE_SLOT_STEP_SHIFT];
-}
-
-// The smallest class holding `size` (<= SMALL_OBJECT_MAX) whose slots are `align`-aligned
-// (a power of two up to SLAB_ALIGN), or -1 when none is. At most a few steps: from
-// 256-byte slots on every class is a multiple of 64.
-inline int aligned_size_class(int64_t size, int64_t align) {
-  for (int sc = size_class_of(size); sc < SIZE_CLASS_COUNT; ++sc) {
-    if (class_slot_size(sc) % align == 0) return sc;
-  }
-  return -1;
 }
 
 }  // namespace achunk

@@ -220,11 +220,11 @@ class ThreadHeap {
 
 // The budgets hold one carving of every class (a lone object cycled in each keeps its slab).
 // A fresh slab's first carving, as ObjectSet::carve makes it: slots up to the end of the
-// first page (slot 0 starts SLAB_LEAD in), at least one, at most the capacity.
+// first page (slot 0 starts AOBJECT_HEADER_SIZE in), at least one, at most the capacity.
 constexpr int64_t first_carving_bytes(int sc) {
   const int64_t slot = class_slot_size(sc);
-  const int64_t carved = 1 + (CARVE_BYTES - SLAB_LEAD - 1) / slot;
-  const int64_t capacity = (slab_size(sc) - SLAB_LEAD) / slot;
+  const int64_t carved = 1 + (CARVE_BYTES - AOBJECT_HEADER_SIZE - 1) / slot;
+  const int64_t capacity = (slab_size(sc) - AOBJECT_HEADER_SIZE) / slot;
   return (carved < capacity ? carved : capacity) * slot;
 }
 constexpr bool every_class_fits_the_spare_budgets() {

@@ -100,41 +100,22 @@ TEST_F(ObMallocTest, AlignedAllocations) {
   EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT);
 }
 
-// alignas(64) types and cache-line buffers: an alignment up to 64 is met by the slot
-// itself, so the object has no pad (its header is its own, IN_USE) and its free takes the
-// fast path, at every small size.
-TEST_F(ObMallocTest, AnAlignmentUpTo64IsAPlainObjectOfAnAlignedClass) {
-  const ObMemAttr attr(TENANT, "t_align64");
-  for (int64_t align : {32, 64}) {
-    for (int64_t size = 1; size <= SMALL_OBJECT_MAX; size += 1 + size / 8) {
+// An aligned object slides inside a bigger one by at most align - 16 (both pointers are
+// 16-byte aligned): a 4 KiB buffer aligned to 4 KiB takes an 8 KiB slot, and a 64 B
+// object aligned to 64 a 128 B one, not the next class up.
+TEST_F(ObMallocTest, AnAlignedObjectSlidesByAtMostAlignMinus16) {
+  const ObMemAttr attr(TENANT, "t_align_slide");
+  for (int64_t align : {32, 64, 128, 1024, 4096}) {
+    for (int64_t size : {align, 3 * align + 16, int64_t{1000}}) {
       void* p = alloc_->alloc_align(align, size, attr);
       ASSERT_NE(p, nullptr);
-      ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u)
-          << align << " " << size;
-      ASSERT_EQ(header_state(load_header(p)), ObjectState::IN_USE) << align << " " << size;
-      ASSERT_EQ(ObMallocAllocator::get_size(p), size);
-      // The smallest such class: no bigger than the plain class rounded up to the alignment.
-      ASSERT_LE(ObMallocAllocator::usable_size(p) + AOBJECT_META_SIZE,
-                (class_slot_size(size_class_of(size)) + align - 1) / align * align + align);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u);
+      EXPECT_EQ(ObMallocAllocator::get_size(p), size);
+      ABlock* block = BlockSet::ptr2block(header_of(p));
+      EXPECT_EQ(slab_of(block)->sc_, size_class_of(size + align - 16)) << align << " " << size;
       std::memset(p, 1, static_cast<size_t>(size));
-      ASSERT_TRUE(ObjectSet::try_free_fast(p)) << align << " " << size;
+      ObMallocAllocator::free(p);
     }
-  }
-}
-
-// Above 64 the object slides inside a bigger one, by at most align - 16: a 4 KiB buffer
-// aligned to 4 KiB takes an 8 KiB slot, not the next class up.
-TEST_F(ObMallocTest, AnAlignedObjectSlidesByAtMostAlignMinus16) {
-  const ObMemAttr attr(TENANT, "t_align4k");
-  for (int64_t align : {128, 1024, 4096}) {
-    void* p = alloc_->alloc_align(align, align, attr);
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u);
-    EXPECT_EQ(ObMallocAllocator::get_size(p), align);
-    ABlock* block = BlockSet::ptr2block(header_of(p));
-    EXPECT_EQ(class_slot_size(slab_of(block)->sc_), class_slot_size(size_class_of(2 * align - 16)))
-        << align;
-    ObMallocAllocator::free(p);
   }
 }
 

@@ -178,8 +178,8 @@ TEST_F(ObjectSetTest, ASlabIsCarvedAPageAtATime) {
   ASSERT_GT(carved, 1);
   ASSERT_LT(carved, slab->capacity_);
   // Every carved slot starts in the first page, and the next one would not.
-  EXPECT_LT(base + SLAB_LEAD + (carved - 1) * 80, base + 4096);
-  EXPECT_GE(base + SLAB_LEAD + carved * 80, base + 4096);
+  EXPECT_LT(base + 8 + (carved - 1) * 80, base + 4096);
+  EXPECT_GE(base + 8 + carved * 80, base + 4096);
   std::vector<void*> ptrs{first};
   while (ptrs.size() < static_cast<size_t>(carved)) ptrs.push_back(set.alloc(64, 0));
   EXPECT_EQ(slab->carved_.load(), carved);  // nothing more until the carved slots ran out

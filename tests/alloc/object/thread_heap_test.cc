@@ -240,7 +240,7 @@ TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
     last_sc = size_class_of(size);
     all_slabs += slab_size(last_sc);
     const int64_t slot = class_slot_size(last_sc);
-    const int64_t capacity = (slab_size(last_sc) - SLAB_LEAD) / slot;
+    const int64_t capacity = (slab_size(last_sc) - AOBJECT_HEADER_SIZE) / slot;
     all_slots += capacity * slot;
     for (int64_t i = 0; i < capacity; ++i) objs.push_back(set.alloc(size, 0));
   }
