@@ -216,7 +216,8 @@ void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) 
   return p;
 }
 
-void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align) {
+void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align,
+                                    int sc) {
   if (size < 0 || size > OBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
   // The thread allocates: from here on it caches what it finds (without a state, which
   // only a failed mapping leaves it, it looks everything up each time).
@@ -236,10 +237,11 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t
   const uint16_t label = label_id_cached(attr.label_);
   ObjectSet& set = ta->object_set();
   auto try_alloc = [&] {
-    return head_align > 0 ? set.alloc_big(size, label, head_align) : set.alloc(size, label);
+    if (head_align > 0) return set.alloc_big(size, label, head_align);
+    return sc >= 0 ? set.alloc_in_class(sc, size, label) : set.alloc(size, label);
   };
   if (void* p = try_alloc()) {
-    if (head_align == 0) fill_front(*ta, size, attr, label);
+    if (head_align == 0 && sc < 0) fill_front(*ta, size, attr, label);
     return p;
   }
   // Give back what can be given back, once, then retry: this thread's empty slabs for a
@@ -339,6 +341,13 @@ void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAtt
   }
   if (align <= 16) return alloc(size, attr);
   if (size < 0 || size > OBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
+  if (align <= SLAB_ALIGN && size <= SMALL_OBJECT_MAX) {
+    // Up to a cache line: a plain object of an aligned class, no pad, the fast free. A
+    // thread without a heap gets a 16-byte-aligned span instead, and slides below.
+    void* p = alloc_slow(size, attr, 0, aligned_size_class(size));
+    if (p == nullptr || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0) return p;
+    free(p);
+  }
   char* raw = nullptr;
   char* aligned = nullptr;
   if (align < ACHUNK_ALIGN) {

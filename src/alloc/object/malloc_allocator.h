@@ -107,7 +107,8 @@ class ObMallocAllocator {
  private:
   // Every other allocation; fills the front entry for the next one.
   // `head_align`: a big object in a placed chunk (ObjectSet::alloc_big).
-  void* alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align = 0);
+  // `sc` >= 0: a small object in that class (an aligned one).
+  void* alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align = 0, int sc = -1);
   // A front hit whose current slab ran dry: refills from the heap, and takes the slow
   // path (limits, retries, the failure reason) only if that fails.
   void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr);

@@ -22,6 +22,10 @@ void store_big_size(void* ptr, int64_t size) {
 void* slot_start_user(ABlock* block) {
   return static_cast<char*>(block_data(block)) + BIG_OFFSET;
 }
+// Slot 0's user pointer in a slab of class sc.
+char* slab_first_user(ABlock* block, int sc) {
+  return static_cast<char*>(block_data(block)) + slab_lead(sc) + AOBJECT_HEADER_SIZE;
+}
 
 }  // namespace
 
@@ -51,7 +55,7 @@ bool ObjectSet::is_object_start(const void* ptr, ABlock* block) {
   const Slab* slab = slab_of(block);
   if (slab->sc_ == Slab::BIG) return ptr == slot_start_user(block);
   if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return false;
-  const int64_t off = static_cast<const char*>(ptr) - static_cast<char*>(slot_start_user(block));
+  const int64_t off = static_cast<const char*>(ptr) - slab_first_user(block, slab->sc_);
   const int64_t slot = class_slot_size(slab->sc_);
   return off >= 0 && off % slot == 0 && off / slot < slab->carved_.load(std::memory_order_acquire);
 }
@@ -164,7 +168,7 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
         return;
       }
       const int64_t slot = class_slot_size(slab->sc_);
-      char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+      char* user = slab_first_user(block, slab->sc_);
       const int carved = slab->carved_.load(std::memory_order_acquire);
       for (int i = 0; i < carved; ++i, user += slot) {
         const uint64_t h = load_header(user);
@@ -193,7 +197,7 @@ void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
         add_resident(&u->big_resident, block_data(block), bytes);
       } else {
         const int64_t slot = class_slot_size(slab->sc_);
-        char* user = static_cast<char*>(block_data(block)) + 2 * AOBJECT_HEADER_SIZE;
+        char* user = slab_first_user(block, slab->sc_);
         const int carved = slab->carved_.load(std::memory_order_acquire);
         int64_t live = 0;
         for (int i = 0; i < carved; ++i, user += slot) {

@@ -330,7 +330,7 @@ ABlock* ObjectSet::new_slab(int sc) {
   return take_span(bytes, [&](ABlock* block) {
     Slab* slab = new (block->owner_area_) Slab();
     slab->sc_ = static_cast<uint16_t>(sc);
-    slab->capacity_ = static_cast<uint16_t>((bytes - AOBJECT_HEADER_SIZE) / class_slot_size(sc));
+    slab->capacity_ = static_cast<uint16_t>((bytes - slab_lead(sc)) / class_slot_size(sc));
     carve(block);
     slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
   });
@@ -341,10 +341,10 @@ bool ObjectSet::carve(ABlock* block) {
   const int from = slab->carved_.load(std::memory_order_relaxed);
   if (from >= slab->capacity_) return false;
   const int64_t slot = class_slot_size(slab->sc_);
-  // Slots start 8 bytes into the span so user pointers (after the 8-byte header) are
-  // 16-byte aligned. Up to the end of the page the first new slot starts in (at least
-  // one slot), so each carve touches about one more page.
-  char* base = static_cast<char*>(block_data(block)) + AOBJECT_HEADER_SIZE;
+  // Slots start slab_lead bytes into the span, so user pointers (after the 8-byte header)
+  // are 16-byte aligned, or 64 in an aligned class. Up to the end of the page the first
+  // new slot starts in (at least one slot), so each carve touches about one more page.
+  char* base = static_cast<char*>(block_data(block)) + slab_lead(slab->sc_);
   const uintptr_t first = reinterpret_cast<uintptr_t>(base) + from * slot;
   const uintptr_t page_end = (first | (CARVE_BYTES - 1)) + 1;
   int to = from + 1 + static_cast<int>((page_end - first - 1) / slot);

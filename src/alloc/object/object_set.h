@@ -66,6 +66,9 @@ class ObjectSet {
   // `size` bytes (0 < size <= OBJECT_MAX_SIZE), 16-byte aligned, or nullptr with
   // last_alloc_failure() set by the chunk source.
   inline void* alloc(int64_t size, uint16_t label);  // defined in thread_heap.h
+  // An object of `size` (<= SMALL_OBJECT_MAX) in class sc, which holds it (an aligned
+  // class); a span of its own, 16-byte aligned, for a thread without a heap.
+  inline void* alloc_in_class(int sc, int64_t size, uint16_t label);
   // A big object of its own span; with `head_align` (a power of two above 2 MiB) in a
   // chunk of its own whose second 2 MiB unit starts at a multiple of head_align (see
   // AChunkMgr::alloc_chunk), for alignments beyond what sliding within an object gives.
@@ -253,6 +256,12 @@ inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   // No heap: a set beyond MAX_SETS, or a thread whose ThreadState could not be mapped
   // (vm.max_map_count reached, say). Each object gets a span of its own, from chunks the
   // cache may still hold; with no memory at all this fails as any allocation does.
+  return alloc_big(size, label);
+}
+
+inline void* ObjectSet::alloc_in_class(int sc, int64_t size, uint16_t label) {
+  ThreadHeap* heap = heap_for_this_thread();
+  if (heap != nullptr) return heap->alloc_object_in(sc, size, label);
   return alloc_big(size, label);
 }
 

@@ -1,7 +1,9 @@
 // Object layer: the size classes small objects are carved in. A slot holds the 8-byte
 // header, the user bytes and the 8-byte tail canary, and is a multiple of 16 so every
-// user pointer is 16-byte aligned. Classes step by 16 bytes up to 128 and by a quarter
-// of the power of two above (at most 25% internal waste). Depends on aobject.h.
+// user pointer is 16-byte aligned. Plain classes step by 16 bytes up to 128 and by a
+// quarter of the power of two above (at most 25% internal waste); aligned classes repeat
+// the plain slots that are multiples of 64 in slabs laid out for 64-byte-aligned user
+// pointers. Depends on aobject.h.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +15,9 @@ namespace achunk {
 inline constexpr int64_t SMALL_SLOT_MAX = 65536;
 inline constexpr int64_t SMALL_OBJECT_MAX = SMALL_SLOT_MAX - AOBJECT_META_SIZE;
 
-// Class table: 32..128 by 16 (7 classes), then 4 per doubling up to 65536 (36 classes).
-inline constexpr int SIZE_CLASS_COUNT = 7 + 4 * 9;
+// Plain classes, which size_class_of picks: 32..128 by 16 (7 classes), then 4 per
+// doubling up to 65536 (36 classes).
+inline constexpr int PLAIN_CLASS_COUNT = 7 + 4 * 9;
 
 constexpr int64_t class_slot_formula(int sc) {
   if (sc < 7) return 32 + 16 * sc;
@@ -22,23 +25,54 @@ constexpr int64_t class_slot_formula(int sc) {
   const int64_t base = int64_t{128} << (k / 4);
   return base + (base / 4) * (k % 4 + 1);
 }
+
+// Aligned classes, for allocations aligned to 32 or 64 (alignas(64) types): the plain
+// slots that are multiples of 64 (64, 128, 192, and every one from 256 up), in slabs
+// whose slot 0 starts SLAB_ALIGN bytes in, so every user pointer is 64-byte aligned. A
+// plain slab keeps its first slot 16 bytes in: an object's header then shares the cache
+// line of its first bytes, which a 64-byte-aligned object's cannot.
+inline constexpr int64_t SLAB_ALIGN = 64;
+constexpr int count_aligned_classes() {
+  int n = 0;
+  for (int sc = 0; sc < PLAIN_CLASS_COUNT; ++sc) n += class_slot_formula(sc) % SLAB_ALIGN == 0;
+  return n;
+}
+inline constexpr int ALIGNED_CLASS_BASE = PLAIN_CLASS_COUNT;
+inline constexpr int SIZE_CLASS_COUNT = PLAIN_CLASS_COUNT + count_aligned_classes();
+constexpr int64_t any_class_slot_formula(int sc) {
+  if (sc < PLAIN_CLASS_COUNT) return class_slot_formula(sc);
+  int k = sc - ALIGNED_CLASS_BASE;
+  for (int p = 0; p < PLAIN_CLASS_COUNT; ++p) {
+    if (class_slot_formula(p) % SLAB_ALIGN != 0) continue;
+    if (k-- == 0) return class_slot_formula(p);
+  }
+  return 0;
+}
+constexpr bool is_aligned_class(int sc) {
+  return sc >= ALIGNED_CLASS_BASE;
+}
+// Bytes before slot 0 in a slab of class sc: its user pointer is 16 bytes in, or 64.
+constexpr int64_t slab_lead(int sc) {
+  return (is_aligned_class(sc) ? SLAB_ALIGN : 2 * AOBJECT_HEADER_SIZE) - AOBJECT_HEADER_SIZE;
+}
 // From a table: the allocation paths look a slot size up for every object they carve.
 struct ClassSlotTable {
   int32_t slot[SIZE_CLASS_COUNT];
   constexpr ClassSlotTable() : slot() {
     for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc)
-      slot[sc] = static_cast<int32_t>(class_slot_formula(sc));
+      slot[sc] = static_cast<int32_t>(any_class_slot_formula(sc));
   }
 };
 inline constexpr ClassSlotTable CLASS_SLOT_TABLE{};
 constexpr int64_t class_slot_size(int sc) {
   return CLASS_SLOT_TABLE.slot[sc];
 }
+static_assert(class_slot_size(PLAIN_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 // Where the canary of the class's smallest object starts, from its user pointer (the
 // largest object's is at class_slot_size(sc) - AOBJECT_META_SIZE).
 constexpr int64_t class_tail_min(int sc) {
-  return sc == 0 ? 1 : class_slot_size(sc - 1) - AOBJECT_META_SIZE + 1;
+  return sc == 0 || sc == ALIGNED_CLASS_BASE ? 1 : class_slot_size(sc - 1) - AOBJECT_META_SIZE + 1;
 }
 
 // A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots. Above,
@@ -50,13 +84,13 @@ inline constexpr int64_t SLAB_UNIT = 8192;  // the block size (ABLOCK_SIZE)
 constexpr int64_t slab_size(int sc) {
   const int64_t slot = class_slot_size(sc);
   if (slot <= 1024) return 16 * 1024;
-  // The 8-byte offset keeps user pointers 16-byte aligned.
+  const int64_t lead = slab_lead(sc);
   const int64_t min_slots = slot <= SLAB_UNIT ? 8 : 1;
-  int64_t bytes = (min_slots * slot + AOBJECT_HEADER_SIZE + SLAB_UNIT - 1) / SLAB_UNIT * SLAB_UNIT;
-  while ((bytes - (bytes - AOBJECT_HEADER_SIZE) / slot * slot) * 8 > bytes) bytes += SLAB_UNIT;
+  int64_t bytes = (min_slots * slot + lead + SLAB_UNIT - 1) / SLAB_UNIT * SLAB_UNIT;
+  while ((bytes - (bytes - lead) / slot * slot) * 8 > bytes) bytes += SLAB_UNIT;
   return bytes;
 }
-static_assert(slab_size(SIZE_CLASS_COUNT - 1) == 9 * SLAB_UNIT);
+static_assert(slab_size(PLAIN_CLASS_COUNT - 1) == 9 * SLAB_UNIT);
 // From a table at run time (refills and slab releases).
 struct SlabSizeTable {
   int32_t bytes[SIZE_CLASS_COUNT];
@@ -109,6 +143,23 @@ inline int size_class_of(int64_t size) {
   if (size <= SIZE_CLASS_TABLE_MAX) return SIZE_CLASS_TABLE.by_step[(size + 15) >> 4];
   const int64_t step = (size + AOBJECT_META_SIZE + (1 << LARGE_SLOT_STEP_SHIFT) - 1);
   return SIZE_CLASS_TABLE.by_slot_step[step >> LARGE_SLOT_STEP_SHIFT];
+}
+
+// The aligned class that holds `size` (<= SMALL_OBJECT_MAX): the smallest whose slot is at
+// least the plain class's.
+struct AlignedOfPlainTable {
+  uint8_t sc[PLAIN_CLASS_COUNT];
+  constexpr AlignedOfPlainTable() : sc() {
+    for (int p = 0; p < PLAIN_CLASS_COUNT; ++p) {
+      int a = ALIGNED_CLASS_BASE;
+      while (any_class_slot_formula(a) < class_slot_formula(p)) ++a;
+      sc[p] = static_cast<uint8_t>(a);
+    }
+  }
+};
+inline constexpr AlignedOfPlainTable ALIGNED_OF_PLAIN{};
+inline int aligned_size_class(int64_t size) {
+  return ALIGNED_OF_PLAIN.sc[size_class_of(size)];
 }
 
 }  // namespace achunk

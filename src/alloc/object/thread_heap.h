@@ -84,7 +84,11 @@ class ThreadHeap {
   }
   // The same, refilling when needed.
   void* alloc_object(int64_t size, uint16_t label) {
-    void* p = alloc(size_class_of(size));
+    return alloc_object_in(size_class_of(size), size, label);
+  }
+  // The same in class sc, which holds `size` (an aligned class, say).
+  void* alloc_object_in(int sc, int64_t size, uint16_t label) {
+    void* p = alloc(sc);
     if (p != nullptr) init_object(p, size, make_header(ObjectState::IN_USE, label, 0));
     return p;
   }
@@ -218,19 +222,21 @@ class ThreadHeap {
   ThreadHeap* next_heap_ = nullptr;
 };
 
-// The budgets hold one carving of every class (a lone object cycled in each keeps its slab).
+// The budgets hold one carving of every plain class (a lone object cycled in each keeps its
+// slab).
 // A fresh slab's first carving, as ObjectSet::carve makes it: slots up to the end of the
-// first page (slot 0 starts AOBJECT_HEADER_SIZE in), at least one, at most the capacity.
+// first page (slot 0 starts slab_lead(sc) in), at least one, at most the capacity.
 constexpr int64_t first_carving_bytes(int sc) {
   const int64_t slot = class_slot_size(sc);
-  const int64_t carved = 1 + (CARVE_BYTES - AOBJECT_HEADER_SIZE - 1) / slot;
-  const int64_t capacity = (slab_size(sc) - AOBJECT_HEADER_SIZE) / slot;
+  const int64_t carved = 1 + (CARVE_BYTES - slab_lead(sc) - 1) / slot;
+  const int64_t capacity = (slab_size(sc) - slab_lead(sc)) / slot;
   return (carved < capacity ? carved : capacity) * slot;
 }
 constexpr bool every_class_fits_the_spare_budgets() {
   int64_t carved = 0;
   int64_t spans = 0;
-  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+  // The plain classes; the aligned ones share the budgets as they come.
+  for (int sc = 0; sc < PLAIN_CLASS_COUNT; ++sc) {
     carved += first_carving_bytes(sc);
     spans += slab_size(sc);
   }

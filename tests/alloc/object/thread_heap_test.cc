@@ -265,7 +265,7 @@ TEST_F(ThreadHeapTest, EmptiedCurrentSlabsAreKeptWithinTheirBudget) {
 TEST_F(ThreadHeapTest, ALoneObjectCycledInEveryClassTakesNoSlowPath) {
   ObjectSet set(source_);
   std::vector<int64_t> sizes;
-  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+  for (int sc = 0; sc < PLAIN_CLASS_COUNT; ++sc) {
     sizes.push_back(class_slot_size(sc) - AOBJECT_META_SIZE);
   }
   for (int64_t size : sizes) ObjectSet::free(set.alloc(size, 0));
@@ -284,7 +284,7 @@ TEST_F(ThreadHeapTest, FirstCarvingBytesIsWhatAFreshSlabCarves) {
   ObjectSet set(source_);
   std::vector<void*> objs;
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    void* p = set.alloc(class_slot_size(sc) - AOBJECT_META_SIZE, 0);
+    void* p = set.alloc_in_class(sc, class_slot_size(sc) - AOBJECT_META_SIZE, 0);
     ASSERT_NE(p, nullptr);
     const Slab* slab = slab_of(BlockSet::ptr2block(header_of(p)));
     ASSERT_EQ(slab->sc_, sc);
