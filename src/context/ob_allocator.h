@@ -137,7 +137,7 @@ class ObAllocator {
   Page* current_ = nullptr;  // the page small objects are carved from
   char* bump_ = nullptr;     // current_'s next slot (its bump field lags until a switch)
   char* bump_end_ = nullptr;
-  void* free_[SIZE_CLASS_COUNT] = {};
+  void* free_[PLAIN_CLASS_COUNT] = {};
   // used_ and live_ apart: side by side the compiler updates them with one 16-byte
   // load and store, and that load stalls on the two 8-byte stores of the last free.
   int64_t used_ = 0;
