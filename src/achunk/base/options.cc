@@ -26,8 +26,7 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
     // block layer (BlockSet, through its ChunkSource)
     {"span_idle_ms", OptionOwner::BLOCK, OptionType::INT, 1000, -1, 86'400'000,
      "a free span inside a chunk idle this long gives its pages back at a later span free "
-     "(or from the release thread), one of 128 KiB or more (adapting to reuse) at once; "
-     "-1: only when an allocation fails"},
+     "(or from the release thread); -1: only when an allocation fails"},
     // context layer (MemoryContext)
     {"context_use_pm", OptionOwner::CONTEXT, OptionType::BOOL, 1, 0, 1,
      "memory contexts asking for it take pages from their thread's page manager"},
