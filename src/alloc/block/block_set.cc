@@ -1,4 +1,5 @@
 #include "alloc/block/block_set.h"
+#include "alloc/block/span_bits.h"
 
 #include <atomic>
 #include <cstdint>
@@ -6,45 +7,10 @@
 
 namespace achunk {
 
-namespace {
-
-// Bit words are read without the owner's lock by frees on other threads (ptr2block) while
-// the lock holder splits or merges other spans of the same chunk, so every access is a
-// relaxed atomic (plain moves on x86). Writers hold the lock, so load + store suffices.
-uint64_t load_word(const uint64_t& w) {
-  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w)).load(std::memory_order_relaxed);
-}
-void store_word(uint64_t& w, uint64_t v) {
-  std::atomic_ref<uint64_t>(w).store(v, std::memory_order_relaxed);
-}
-void set_bit(uint64_t* bits, int i) {
-  store_word(bits[i >> 6], load_word(bits[i >> 6]) | (uint64_t{1} << (i & 63)));
-}
-void clear_bit(uint64_t* bits, int i) {
-  store_word(bits[i >> 6], load_word(bits[i >> 6]) & ~(uint64_t{1} << (i & 63)));
-}
-
-// Highest set bit at or below i, or -1.
-int highest_at_or_below(const uint64_t* bits, int i) {
-  for (int w = i >> 6; w >= 0; --w) {
-    uint64_t word = load_word(bits[w]);
-    if (w == (i >> 6) && (i & 63) != 63) word &= (uint64_t{1} << ((i & 63) + 1)) - 1;
-    if (word != 0) return w * 64 + 63 - __builtin_clzll(word);
-  }
-  return -1;
-}
-
-// Lowest set bit at or above i, or -1.
-int lowest_at_or_above(const uint64_t* bits, int i) {
-  for (int w = i >> 6; w < 4; ++w) {
-    uint64_t word = load_word(bits[w]);
-    if (w == (i >> 6)) word &= ~uint64_t{0} << (i & 63);
-    if (word != 0) return w * 64 + __builtin_ctzll(word);
-  }
-  return -1;
-}
-
-}  // namespace
+using span_bits::clear_bit;
+using span_bits::highest_at_or_below;
+using span_bits::lowest_at_or_above;
+using span_bits::set_bit;
 
 BlockSet::~BlockSet() {
   while (chunks_ != nullptr) release_chunk(chunks_);
@@ -319,37 +285,6 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   ++meta->using_cnt_;
   used_ += n * ABLOCK_SIZE;
   return block;
-}
-
-bool BlockSet::grow_block(ABlock* block, int64_t bytes) {
-  if (block->dedicated() || bytes > MAX_SPAN * ABLOCK_SIZE) return false;
-  const int want = static_cast<int>((bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE);
-  const int n = block->nblocks_;
-  if (want <= n) return true;
-  const int next_idx = block_index(block) + n;
-  if (next_idx >= MAX_SPAN) return false;
-  AChunk* chunk = AChunk::ptr2chunk(block);
-  ABlock* next = chunk_block(chunk, next_idx);
-  const int extra = want - n;
-  if (next->in_use() || next->nblocks_ < extra) return false;
-  BlockChunkMeta* meta = chunk_meta(chunk);
-  remove_free(next);
-  const FreeSpan state = *free_span(next);
-  const int rest = next->nblocks_ - extra;
-  next->magic_ = 0;
-  clear_bit(meta->span_bits_, next_idx);
-  if (rest > 0) {
-    // The free span's tail stays free, as clean as it was.
-    ABlock* tail = new (chunk_block(chunk, next_idx + extra)) ABlock();
-    *free_span(tail) = state;
-    tail->nblocks_ = rest;
-    set_bit(meta->span_bits_, next_idx + extra);
-    insert_free(tail);
-  }
-  for (int i = n; i < want; ++i) block[i].nblocks_ = -i;  // see ptr2block
-  block->nblocks_ = want;
-  used_ += extra * ABLOCK_SIZE;
-  return true;
 }
 
 void BlockSet::free_block(ABlock* block) {

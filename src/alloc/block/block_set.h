@@ -40,6 +40,16 @@ class BlockSet {
   // front of the free span right after it; false, and nothing changed, when that span is
   // missing or too short. Lets a big object's realloc grow without a copy.
   bool grow_block(ABlock* block, int64_t bytes);
+  // Grows a span in use (not a dedicated chunk) to at least `bytes` by joining the whole
+  // free span right before it, and the front of the one after it if still short: returns
+  // the new head (the free span's, which takes the owner area), or nullptr with nothing
+  // changed when they are missing or too short. The caller moves its bytes down (they
+  // stay where they were) and may trim the span with shrink_block. Lets a big object's
+  // realloc reuse the memory around it, as glibc's merges a free chunk before it.
+  ABlock* grow_block_back(ABlock* block, int64_t bytes);
+  // Shrinks a span in use (not a dedicated chunk) to the blocks that hold `bytes`; the
+  // blocks after go back free (and merge) as a free_block would.
+  void shrink_block(ABlock* block, int64_t bytes);
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
   // zero); 0 or errno. Touches no state of the set, so it needs no lock.
   int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }

@@ -315,14 +315,24 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   }
   const uint64_t h = checked_header(ptr);
   if (h == 0) return nullptr;
-  if (header_state(h) != ObjectState::ALIGNED && ObjectSet::resize_in_place(ptr, size)) {
-    return ptr;
+  if (header_state(h) != ObjectState::ALIGNED) {
+    // Before the canary moves (in place) or the object does (grow_back), or an overrun so
+    // far would go unseen. An aligned object's free below checks its own.
+    const int64_t size_now = ObjectSet::object_size(ptr, h);
+    if (!check_tail(ptr, h, size_now, "tail canary overwritten")) return nullptr;
+    if (ObjectSet::resize_in_place(ptr, size)) return ptr;
   }
   const int64_t old_size = get_size(ptr);
   // A big object moved to grow gets a quarter more span than asked: a buffer grown step
   // by step (a result set, a packet) then grows in place at the next steps instead of
   // being copied at each. The spare tail is address space; pages only once written.
   const bool headroom = size > old_size && size > SMALL_OBJECT_MAX && size <= OBJECT_MAX_SIZE / 2;
+  // A big object first grows down into the free span before it (glibc merges a free chunk
+  // before it the same way): nothing new is taken, and the tail it trims is there for the
+  // next buffer to grow into, so it keeps only an eighth more than asked.
+  if (headroom && header_state(h) == ObjectState::BIG) {
+    if (void* moved = ObjectSet::grow_back(ptr, size, size + size / 8)) return moved;
+  }
   void* fresh = headroom ? alloc(size + size / 4, attr) : nullptr;
   if (fresh != nullptr) {
     ObjectSet::resize_in_place(fresh, size);

@@ -140,6 +140,36 @@ bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
   return true;
 }
 
+void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::BIG || new_size > OBJECT_MAX_SIZE) return nullptr;
+  const int64_t old_size = object_size(ptr, h);
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  SubObjectMgr& shard = ObjectMgr::shard_of(block);
+  void* moved = nullptr;
+  {
+    std::lock_guard<SpinLock> guard(shard.lock_);
+    ABlock* head =
+        shard.block_set_.grow_block_back(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE);
+    if (head == nullptr) return nullptr;
+    slab_of(head)->born_zero_ = false;
+    // A valid object at the span's start before the lock goes: a usage scan may look.
+    moved = slot_start_user(head);
+    store_big_size(moved, old_size);
+    store_header(moved, h);
+  }
+  std::memmove(moved, ptr, static_cast<size_t>(old_size));
+  {
+    std::lock_guard<SpinLock> guard(shard.lock_);
+    shard.block_set_.shrink_block(BlockSet::ptr2block(header_of(moved)),
+                                  BIG_OFFSET + keep + AOBJECT_TAIL_SIZE);
+  }
+  store_big_size(moved, new_size);
+  store_header(moved, make_header(ObjectState::BIG, header_label(h), header_size_field(new_size)));
+  write_tail(moved, new_size);
+  return moved;
+}
+
 int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   int n = 0;
   *total = LabelUsage{};

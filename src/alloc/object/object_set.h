@@ -107,6 +107,12 @@ class ObjectSet {
   // Changes the requested size of an object in place when its slot or span allows;
   // returns false (object unchanged) otherwise.
   static bool resize_in_place(void* ptr, int64_t new_size);
+  // Grows a big object to `new_size` into the free span just before its span (and the
+  // front of the one after, if still short): the object moves down with its bytes, and
+  // its span is trimmed to hold at most `keep` (>= new_size) bytes. Returns the new user
+  // pointer, or nullptr with the object unchanged. A realloc so reuses the memory around
+  // a growing buffer instead of leaving it behind.
+  static void* grow_back(void* ptr, int64_t new_size, int64_t keep);
   // The set an object belongs to.
   static ObjectSet* owner_of(void* ptr);
 

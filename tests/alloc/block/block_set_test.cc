@@ -52,38 +52,6 @@ TEST_F(BlockSetTest, Ptr2BlockFindsTheSpanHeadFromInteriorPointers) {
   set.free_block(b);
 }
 
-TEST_F(BlockSetTest, ASpanGrowsInPlaceIntoTheFreeSpanAfterIt) {
-  BlockSet set(source_);
-  ABlock* a = set.alloc_block(2 * ABLOCK_SIZE);
-  ABlock* b = set.alloc_block(3 * ABLOCK_SIZE);
-  ABlock* c = set.alloc_block(ABLOCK_SIZE);
-  std::memset(block_data(a), 7, 2 * ABLOCK_SIZE);
-  // Its neighbour is in use: nothing changes.
-  EXPECT_FALSE(set.grow_block(a, 3 * ABLOCK_SIZE));
-  EXPECT_EQ(a->nblocks_, 2);
-  set.free_block(b);                                 // a free span of 3 right after a
-  EXPECT_FALSE(set.grow_block(a, 6 * ABLOCK_SIZE));  // needs 4 more: too short
-  EXPECT_EQ(a->nblocks_, 2);
-  const int64_t used = set.used();
-  ASSERT_TRUE(set.grow_block(a, 4 * ABLOCK_SIZE - 100));
-  EXPECT_EQ(a->nblocks_, 4);
-  EXPECT_EQ(set.used(), used + 2 * ABLOCK_SIZE);
-  EXPECT_EQ(static_cast<char*>(block_data(a))[ABLOCK_SIZE], 7);  // nothing moved
-  // Every block of the grown span leads to its head; the one block left is a free span.
-  char* data = static_cast<char*>(block_data(a));
-  EXPECT_EQ(BlockSet::ptr2block(data + 3 * ABLOCK_SIZE + 5), a);
-  ABlock* d = set.alloc_block(ABLOCK_SIZE);
-  EXPECT_EQ(static_cast<char*>(block_data(d)), data + 4 * ABLOCK_SIZE);
-  EXPECT_EQ(BlockSet::ptr2block(block_data(d)), d);
-  EXPECT_TRUE(set.grow_block(a, ABLOCK_SIZE));  // already that big
-  // Freed, the grown span coalesces as a whole.
-  set.free_block(a);
-  set.free_block(d);
-  set.free_block(c);
-  EXPECT_EQ(set.used(), 0);
-  EXPECT_EQ(set.hold(), 0);
-}
-
 TEST_F(BlockSetTest, BestFitByLength) {
   BlockSet set(source_);
   std::vector<ABlock*> spans;

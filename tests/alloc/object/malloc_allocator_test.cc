@@ -1,4 +1,4 @@
-// ob_malloc's engine over a fake OS: sizes, realloc, alignment, accounting by ctx and
+// ob_malloc's engine over a fake OS: sizes, alignment, accounting by ctx and
 // label, limits and their reasons, bad frees, and cross-thread use.
 #include "alloc/object/malloc_allocator.h"
 
@@ -37,53 +37,6 @@ TEST_F(ObMallocTest, SizesFromZeroToHugeAreAlignedAndHoldTheirBytes) {
     ptrs.push_back(p);
   }
   for (void* p : ptrs) ObMallocAllocator::free(p);
-}
-
-TEST_F(ObMallocTest, ReallocKeepsContents) {
-  const ObMemAttr attr(TENANT, "t_realloc");
-  char* p = static_cast<char*>(alloc_->realloc(nullptr, 10, attr));
-  std::memcpy(p, "0123456789", 10);
-  char* q = static_cast<char*>(alloc_->realloc(p, 12, attr));  // same 32-byte slot
-  EXPECT_EQ(q, p);
-  EXPECT_EQ(ObMallocAllocator::get_size(q), 12);
-  char* r = static_cast<char*>(alloc_->realloc(q, 100000, attr));
-  EXPECT_EQ(std::memcmp(r, "0123456789", 10), 0);
-  char* s = static_cast<char*>(alloc_->realloc(r, 5, attr));
-  EXPECT_EQ(std::memcmp(s, "01234", 5), 0);
-  EXPECT_EQ(alloc_->realloc(s, 0, attr), nullptr);  // frees
-}
-
-// A big object that realloc moves to grow gets a quarter more span: the next growth
-// steps happen in place instead of copying the whole buffer each time.
-TEST_F(ObMallocTest, ReallocGrowingABigObjectLeavesRoomToGrowInPlace) {
-  const ObMemAttr attr(TENANT, "t_realloc_room");
-  char* p = static_cast<char*>(alloc_->alloc(1000, attr));
-  std::memset(p, 7, 1000);
-  char* q = static_cast<char*>(alloc_->realloc(p, 100000, attr));
-  ASSERT_NE(q, nullptr);
-  EXPECT_EQ(ObMallocAllocator::get_size(q), 100000);
-  EXPECT_GE(ObjectSet::usable_size(q), 125000);
-  char* r = static_cast<char*>(alloc_->realloc(q, 120000, attr));
-  EXPECT_EQ(r, q);
-  EXPECT_EQ(ObMallocAllocator::get_size(r), 120000);
-  EXPECT_EQ(r[999], 7);
-  // Shrinking or growing a small object never adds any.
-  char* s = static_cast<char*>(alloc_->realloc(r, 2000, attr));
-  EXPECT_EQ(ObMallocAllocator::get_size(s), 2000);
-  ObMallocAllocator::free(s);
-}
-
-// The headroom is dropped, not the realloc, when a limit leaves room for the size alone.
-TEST_F(ObMallocTest, ReallocUnderALimitWithoutRoomForHeadroomStillSucceeds) {
-  const ObMemAttr attr(TENANT, "t_realloc_limit");
-  ASSERT_TRUE(alloc_->set_tenant_ctx_limit(TENANT, DEFAULT_CTX_ID, 4 * MB));
-  void* p = alloc_->alloc(1000, attr);            // a slab: one chunk
-  const int64_t size = ACHUNK_SIZE - 256 * 1024;  // one more chunk; with a quarter, two
-  void* q = alloc_->realloc(p, size, attr);
-  ASSERT_NE(q, nullptr);
-  EXPECT_EQ(ObMallocAllocator::get_size(q), size);
-  EXPECT_LE(ta().hold(), 4 * MB);
-  ObMallocAllocator::free(q);
 }
 
 TEST_F(ObMallocTest, AlignedAllocations) {

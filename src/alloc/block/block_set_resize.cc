@@ -1,0 +1,103 @@
+// BlockSet's resizing of a span in use, for a big object's realloc: forward into the free
+// span after it, backward into the free span before it, and trimming its tail. Each is
+// O(blocks of the span) for the distances it writes, plus O(1) list work.
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include "alloc/block/block_set.h"
+#include "alloc/block/span_bits.h"
+
+namespace achunk {
+
+using span_bits::clear_bit;
+using span_bits::highest_at_or_below;
+using span_bits::set_bit;
+
+namespace {
+
+int blocks_for(int64_t bytes) {
+  return static_cast<int>((bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE);
+}
+
+}  // namespace
+
+bool BlockSet::grow_block(ABlock* block, int64_t bytes) {
+  if (block->dedicated() || bytes > MAX_SPAN * ABLOCK_SIZE) return false;
+  const int want = blocks_for(bytes);
+  const int n = block->nblocks_;
+  if (want <= n) return true;
+  const int next_idx = block_index(block) + n;
+  if (next_idx >= MAX_SPAN) return false;
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  ABlock* next = chunk_block(chunk, next_idx);
+  const int extra = want - n;
+  if (next->in_use() || next->nblocks_ < extra) return false;
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  remove_free(next);
+  const FreeSpan state = *free_span(next);
+  const int rest = next->nblocks_ - extra;
+  next->magic_ = 0;
+  clear_bit(meta->span_bits_, next_idx);
+  if (rest > 0) {
+    // The free span's tail stays free, as clean as it was.
+    ABlock* tail = new (chunk_block(chunk, next_idx + extra)) ABlock();
+    *free_span(tail) = state;
+    tail->nblocks_ = rest;
+    set_bit(meta->span_bits_, next_idx + extra);
+    insert_free(tail);
+  }
+  for (int i = n; i < want; ++i) block[i].nblocks_ = -i;  // see ptr2block
+  block->nblocks_ = want;
+  used_ += extra * ABLOCK_SIZE;
+  return true;
+}
+
+ABlock* BlockSet::grow_block_back(ABlock* block, int64_t bytes) {
+  if (block->dedicated() || bytes > MAX_SPAN * ABLOCK_SIZE) return nullptr;
+  const int want = blocks_for(bytes);
+  const int idx = block_index(block);
+  const int n = block->nblocks_;
+  if (idx == 0 || want <= n) return nullptr;
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  BlockChunkMeta* meta = chunk_meta(chunk);
+  ABlock* prev = chunk_block(chunk, highest_at_or_below(meta->span_bits_, idx - 1));
+  if (prev->in_use()) return nullptr;
+  const int m = prev->nblocks_;
+  const int next_idx = idx + n;
+  const int ahead = next_idx < MAX_SPAN && !chunk_block(chunk, next_idx)->in_use()
+                        ? chunk_block(chunk, next_idx)->nblocks_
+                        : 0;
+  if (m + n + ahead < want) return nullptr;
+  remove_free(prev);
+  // The free span's head becomes the span's: it takes the owner's state, the old head
+  // becomes an inner block.
+  std::memcpy(prev->owner_area_, block->owner_area_, sizeof(block->owner_area_));
+  for (int i = 1; i < m + n; ++i) prev[i].nblocks_ = -i;  // see ptr2block
+  prev->nblocks_ = m + n;
+  prev->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
+  block->magic_ = 0;
+  clear_bit(meta->span_bits_, idx);
+  used_ += m * ABLOCK_SIZE;
+  if (m + n < want) grow_block(prev, bytes);  // checked above: the span after has room
+  return prev;
+}
+
+void BlockSet::shrink_block(ABlock* block, int64_t bytes) {
+  const int keep = blocks_for(bytes > ABLOCK_SIZE ? bytes : ABLOCK_SIZE);
+  const int n = block->nblocks_;
+  if (block->dedicated() || keep >= n) return;
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  const int tail_idx = block_index(block) + keep;
+  block->nblocks_ = keep;
+  used_ -= (n - keep) * ABLOCK_SIZE;
+  ABlock* tail = new (chunk_block(chunk, tail_idx)) ABlock();
+  tail->nblocks_ = n - keep;
+  set_bit(chunk_meta(chunk)->span_bits_, tail_idx);
+  // As free_block: the look first, then the tail waits a whole idle time (it was in use).
+  const int64_t now = source_.now_us();
+  wash_stale_spans_if_due(now);
+  insert_merged(tail, FreeSpan{now, false});
+}
+
+}  // namespace achunk

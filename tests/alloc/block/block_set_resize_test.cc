@@ -1,0 +1,144 @@
+// BlockSet's span resizing (block_set_resize.cc): growth forward and backward, and tail
+// trimming, as a big object's realloc uses them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <initializer_list>
+
+#include "alloc/block/block_set.h"
+#include "support/chunk_mgr_fixture.h"
+
+namespace achunk::testing {
+namespace {
+
+class BlockSetResizeTest : public ChunkMgrTest {
+ protected:
+  DirectChunkSource source_{mgr_};
+};
+
+// Every block of `head`'s span leads back to it.
+void expect_span(ABlock* head, int nblocks) {
+  ASSERT_EQ(head->nblocks_, nblocks);
+  EXPECT_TRUE(head->in_use());
+  char* data = static_cast<char*>(block_data(head));
+  for (int i = 0; i < nblocks; ++i) {
+    EXPECT_EQ(BlockSet::ptr2block(data + i * ABLOCK_SIZE + 100), head) << "block " << i;
+  }
+}
+
+// Frees every span; then the set holds nothing (each test's spans share one chunk).
+void free_all(BlockSet& set, std::initializer_list<ABlock*> spans) {
+  for (ABlock* s : spans) set.free_block(s);
+  EXPECT_EQ(set.used(), 0);
+  EXPECT_EQ(set.hold(), 0);
+}
+
+TEST_F(BlockSetResizeTest, ASpanGrowsInPlaceIntoTheFreeSpanAfterIt) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(2 * ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(3 * ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  std::memset(block_data(a), 7, 2 * ABLOCK_SIZE);
+  // Its neighbour is in use: nothing changes.
+  EXPECT_FALSE(set.grow_block(a, 3 * ABLOCK_SIZE));
+  EXPECT_EQ(a->nblocks_, 2);
+  set.free_block(b);                                 // a free span of 3 right after a
+  EXPECT_FALSE(set.grow_block(a, 6 * ABLOCK_SIZE));  // needs 4 more: too short
+  EXPECT_EQ(a->nblocks_, 2);
+  const int64_t used = set.used();
+  ASSERT_TRUE(set.grow_block(a, 4 * ABLOCK_SIZE - 100));
+  EXPECT_EQ(a->nblocks_, 4);
+  EXPECT_EQ(set.used(), used + 2 * ABLOCK_SIZE);
+  EXPECT_EQ(static_cast<char*>(block_data(a))[ABLOCK_SIZE], 7);  // nothing moved
+  // Every block of the grown span leads to its head; the one block left is a free span.
+  char* data = static_cast<char*>(block_data(a));
+  EXPECT_EQ(BlockSet::ptr2block(data + 3 * ABLOCK_SIZE + 5), a);
+  ABlock* d = set.alloc_block(ABLOCK_SIZE);
+  EXPECT_EQ(static_cast<char*>(block_data(d)), data + 4 * ABLOCK_SIZE);
+  EXPECT_EQ(BlockSet::ptr2block(block_data(d)), d);
+  EXPECT_TRUE(set.grow_block(a, ABLOCK_SIZE));  // already that big
+  free_all(set, {a, d, c});                     // the grown span coalesces as a whole
+}
+
+TEST_F(BlockSetResizeTest, ASpanGrowsBackIntoTheWholeFreeSpanBeforeIt) {
+  BlockSet set(source_);
+  ABlock* before = set.alloc_block(3 * ABLOCK_SIZE);
+  ABlock* a = set.alloc_block(2 * ABLOCK_SIZE);
+  ABlock* after = set.alloc_block(ABLOCK_SIZE);
+  std::memcpy(a->owner_area_, "owner state", 12);
+  char* old_data = static_cast<char*>(block_data(a));
+  old_data[5] = 42;
+  // Nothing free before it: nothing changes.
+  EXPECT_EQ(set.grow_block_back(a, 4 * ABLOCK_SIZE), nullptr);
+  EXPECT_EQ(a->nblocks_, 2);
+  set.free_block(before);                                       // a free span of 3 right before a
+  EXPECT_EQ(set.grow_block_back(a, 6 * ABLOCK_SIZE), nullptr);  // 5 blocks in all: short
+  expect_span(a, 2);
+  const int64_t used = set.used();
+  ABlock* head = set.grow_block_back(a, 4 * ABLOCK_SIZE - 100);
+  ASSERT_EQ(head, before);  // the free span's head, whole: 3 + 2 blocks
+  expect_span(head, 5);
+  EXPECT_EQ(std::memcmp(head->owner_area_, "owner state", 12), 0);
+  EXPECT_EQ(set.used(), used + 3 * ABLOCK_SIZE);
+  EXPECT_EQ(old_data[5], 42);  // the caller moves its bytes: nothing moved them
+  EXPECT_TRUE(set.dirty_list_consistent());
+  free_all(set, {head, after});
+}
+
+TEST_F(BlockSetResizeTest, GrowingBackAlsoTakesTheFrontOfTheFreeSpanAfter) {
+  BlockSet set(source_);
+  ABlock* keep = set.alloc_block(ABLOCK_SIZE);
+  ABlock* before = set.alloc_block(ABLOCK_SIZE);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ABlock* after = set.alloc_block(3 * ABLOCK_SIZE);
+  ABlock* last = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(before);
+  set.free_block(after);
+  // 1 before + 1 + 3 after = 5 blocks: 6 do not fit, 4 do.
+  EXPECT_EQ(set.grow_block_back(a, 6 * ABLOCK_SIZE), nullptr);
+  expect_span(a, 1);
+  ABlock* head = set.grow_block_back(a, 4 * ABLOCK_SIZE);
+  ASSERT_EQ(head, before);
+  expect_span(head, 4);
+  // The free span after keeps its last block, as a span of its own.
+  ABlock* one = set.alloc_block(ABLOCK_SIZE);
+  EXPECT_EQ(block_index(one), block_index(head) + 4);
+  EXPECT_EQ(block_index(last), block_index(one) + 1);
+  free_all(set, {keep, head, one, last});
+}
+
+TEST_F(BlockSetResizeTest, AChunksFirstSpanAndADedicatedChunkDoNotGrowBack) {
+  BlockSet set(source_);
+  ABlock* first = set.alloc_block(ABLOCK_SIZE);
+  EXPECT_EQ(block_index(first), 0);
+  EXPECT_EQ(set.grow_block_back(first, 2 * ABLOCK_SIZE), nullptr);
+  ABlock* dedicated = set.alloc_block(3 * MB);
+  ASSERT_TRUE(dedicated->dedicated());
+  EXPECT_EQ(set.grow_block_back(dedicated, 4 * MB), nullptr);
+  set.shrink_block(dedicated, ABLOCK_SIZE);  // a dedicated chunk stays whole
+  EXPECT_TRUE(dedicated->dedicated());
+  free_all(set, {dedicated, first});
+}
+
+TEST_F(BlockSetResizeTest, ShrinkingFreesTheTailWhichJoinsTheFreeSpanAfter) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(5 * ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(2 * ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(b);
+  const int64_t used = set.used();
+  set.shrink_block(a, 2 * ABLOCK_SIZE + 1);  // keeps 3 blocks
+  expect_span(a, 3);
+  EXPECT_EQ(set.used(), used - 2 * ABLOCK_SIZE);
+  EXPECT_TRUE(set.dirty_list_consistent());
+  // The 2 trimmed blocks and b's 2 are one free span of 4, right after a.
+  ABlock* four = set.alloc_block(4 * ABLOCK_SIZE);
+  EXPECT_EQ(block_index(four), block_index(a) + 3);
+  EXPECT_EQ(block_index(c), block_index(four) + 4);
+  set.shrink_block(four, 4 * ABLOCK_SIZE);  // already that small: nothing changes
+  expect_span(four, 4);
+  free_all(set, {a, four, c});
+}
+
+}  // namespace
+}  // namespace achunk::testing

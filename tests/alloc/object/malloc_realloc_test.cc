@@ -1,0 +1,133 @@
+// ob_malloc's realloc over a fake OS: in place within a slot or span, the headroom of a
+// moved big object, growth down into the free span before it, limits, and the canary
+// checked before anything moves.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "achunk/base/error_report.h"
+#include "alloc/object/ob_malloc_fixture.h"
+#include "alloc/object/object_check.h"
+
+namespace achunk::testing {
+namespace {
+
+TEST_F(ObMallocTest, ReallocKeepsContents) {
+  const ObMemAttr attr(TENANT, "t_realloc");
+  char* p = static_cast<char*>(alloc_->realloc(nullptr, 10, attr));
+  std::memcpy(p, "0123456789", 10);
+  char* q = static_cast<char*>(alloc_->realloc(p, 12, attr));  // same 32-byte slot
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 12);
+  char* r = static_cast<char*>(alloc_->realloc(q, 100000, attr));
+  EXPECT_EQ(std::memcmp(r, "0123456789", 10), 0);
+  char* s = static_cast<char*>(alloc_->realloc(r, 5, attr));
+  EXPECT_EQ(std::memcmp(s, "01234", 5), 0);
+  EXPECT_EQ(alloc_->realloc(s, 0, attr), nullptr);  // frees
+}
+
+// A big object that realloc moves to grow gets a quarter more span: the next growth
+// steps happen in place instead of copying the whole buffer each time.
+TEST_F(ObMallocTest, ReallocGrowingABigObjectLeavesRoomToGrowInPlace) {
+  const ObMemAttr attr(TENANT, "t_realloc_room");
+  char* p = static_cast<char*>(alloc_->alloc(1000, attr));
+  std::memset(p, 7, 1000);
+  char* q = static_cast<char*>(alloc_->realloc(p, 100000, attr));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 100000);
+  EXPECT_GE(ObjectSet::usable_size(q), 125000);
+  char* r = static_cast<char*>(alloc_->realloc(q, 120000, attr));
+  EXPECT_EQ(r, q);
+  EXPECT_EQ(ObMallocAllocator::get_size(r), 120000);
+  EXPECT_EQ(r[999], 7);
+  // Shrinking or growing a small object never adds any.
+  char* s = static_cast<char*>(alloc_->realloc(r, 2000, attr));
+  EXPECT_EQ(ObMallocAllocator::get_size(s), 2000);
+  ObMallocAllocator::free(s);
+}
+
+// The headroom is dropped, not the realloc, when a limit leaves room for the size alone.
+TEST_F(ObMallocTest, ReallocUnderALimitWithoutRoomForHeadroomStillSucceeds) {
+  const ObMemAttr attr(TENANT, "t_realloc_limit");
+  ASSERT_TRUE(alloc_->set_tenant_ctx_limit(TENANT, DEFAULT_CTX_ID, 4 * MB));
+  void* p = alloc_->alloc(1000, attr);            // a slab: one chunk
+  const int64_t size = ACHUNK_SIZE - 256 * 1024;  // one more chunk; with a quarter, two
+  void* q = alloc_->realloc(p, size, attr);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(ObMallocAllocator::get_size(q), size);
+  EXPECT_LE(ta().hold(), 4 * MB);
+  ObMallocAllocator::free(q);
+}
+
+// A big object that cannot grow forward grows down into the free span before it: it
+// moves there with its bytes, no memory is taken, and its span is trimmed to an eighth
+// over the size, the rest left free after it for the next buffer to grow into.
+TEST_F(ObMallocTest, ReallocGrowsABigObjectDownIntoTheFreeSpanBeforeIt) {
+  const ObMemAttr attr(TENANT, "t_realloc_back");
+  auto blocks = [](int64_t size) { return (16 + size + 8 + ABLOCK_SIZE - 1) / ABLOCK_SIZE; };
+  char* a = static_cast<char*>(alloc_->alloc(400000, attr));
+  char* b = static_cast<char*>(alloc_->alloc(100000, attr));
+  char* c = static_cast<char*>(alloc_->alloc(100000, attr));  // b cannot grow forward
+  ASSERT_EQ(b, a + blocks(400000) * ABLOCK_SIZE);
+  ASSERT_EQ(c, b + blocks(100000) * ABLOCK_SIZE);
+  for (int i = 0; i < 100000; ++i) b[i] = static_cast<char>(i % 251);
+  ObMallocAllocator::free(a);
+  const int64_t hold = ta().hold();
+  const int64_t spans = ta().object_set().span_used();
+  char* q = static_cast<char*>(alloc_->realloc(b, 200000, attr));
+  ASSERT_EQ(q, a);  // a's span, now the start of q's
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 200000);
+  bool same = true;
+  for (int i = 0; i < 100000; ++i) same = same && q[i] == static_cast<char>(i % 251);
+  EXPECT_TRUE(same) << "the bytes did not move with the object";
+  EXPECT_EQ(ta().hold(), hold);
+  // Trimmed to an eighth more than asked; the rest of a's span and b's is free.
+  const int64_t kept = blocks(200000 + 200000 / 8);
+  EXPECT_EQ(ObjectSet::usable_size(q), kept * ABLOCK_SIZE - 24);
+  EXPECT_EQ(ta().object_set().span_used(), spans + (kept - blocks(100000)) * ABLOCK_SIZE);
+  std::memset(q, 1, 200000);
+  // That rest is one free span right after q: a span of exactly its length lands there.
+  const int64_t rest = blocks(400000) + blocks(100000) - kept;
+  char* d = static_cast<char*>(alloc_->alloc(rest * ABLOCK_SIZE - 24, attr));
+  EXPECT_EQ(d, q + kept * ABLOCK_SIZE);
+  for (char* p : {q, c, d}) ObMallocAllocator::free(p);
+}
+
+struct Reports {
+  static inline std::vector<std::string> lines;
+  static void handler(ErrorKind kind, const void*, const char* message) {
+    if (kind == ErrorKind::CORRUPTION) lines.emplace_back(message);
+  }
+};
+
+// An overrun is reported by the realloc that would move the canary or the object, which
+// then fails and leaves the object as it was, small or big, in place or not.
+TEST_F(ObMallocTest, ReallocReportsAnOverwrittenCanaryBeforeMovingIt) {
+  Reports::lines.clear();
+  ErrorHandler previous = set_error_handler(&Reports::handler);
+  const ObMemAttr attr(TENANT, "t_realloc_canary");
+  char* small = static_cast<char*>(alloc_->alloc(40, attr));
+  char* before = static_cast<char*>(alloc_->alloc(100000, attr));
+  char* big = static_cast<char*>(alloc_->alloc(100000, attr));
+  char* after = static_cast<char*>(alloc_->alloc(100000, attr));
+  ObMallocAllocator::free(before);  // room to grow down into
+  small[40] ^= 1;
+  big[100000] ^= 1;
+  EXPECT_EQ(alloc_->realloc(small, 44, attr), nullptr);    // same slot: in place
+  EXPECT_EQ(alloc_->realloc(big, 120000, attr), nullptr);  // forward blocked: down
+  ASSERT_EQ(Reports::lines.size(), 2u);
+  EXPECT_NE(Reports::lines[0].find("size=40"), std::string::npos) << Reports::lines[0];
+  EXPECT_NE(Reports::lines[1].find("size=100000"), std::string::npos) << Reports::lines[1];
+  EXPECT_EQ(ObMallocAllocator::get_size(small), 40);
+  EXPECT_EQ(ObMallocAllocator::get_size(big), 100000);
+  write_tail(small, 40);
+  write_tail(big, 100000);
+  for (char* p : {small, big, after}) ObMallocAllocator::free(p);
+  EXPECT_EQ(Reports::lines.size(), 2u);
+  set_error_handler(previous);
+}
+
+}  // namespace
+}  // namespace achunk::testing
