@@ -79,8 +79,8 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
   EXPECT_EQ(text.substr(mem),
             "[MEMORY] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=      2,097,152 used=          "
             "  100 limit=     67,108,864 free_spans=      2,056,192 washed=      2,056,192 "
-            "free_resident=      2,056,192 usage_hold=      2,097,152 tenant_hold=      2,097,152 "
-            "tenant_limit=9,223,372,036,854,775,807\n"
+            "free_resident=      2,056,192 usage_hold=      2,097,152 usage_age_ms=       0 "
+            "tenant_hold=      2,097,152 tenant_limit=9,223,372,036,854,775,807\n"
             "[TOP_LABELS] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=            128 used=     "
             "       100 count=       1 mod=golden\n"
             "[OPTIONS] memory_limit=0\n"

@@ -164,6 +164,17 @@ TEST_F(StatsRegionUsageTest, OnlyTheHousekeepingThreadScansAtMostEveryInterval) 
   EXPECT_EQ(region_.usage_scans(), 1);
   EXPECT_EQ(s.get("usage_scans"), 1);
   EXPECT_EQ(s.get("usage_age_ms"), (steps - 1) * StatsRegion::REFRESH_US / 1000);
+  // Each text [MEMORY] line carries that age next to the figures it dates (9.9 s here).
+  ASSERT_EQ(steps, 100);
+  const std::string text = dump::format_text(s);
+  size_t lines = 0;
+  for (size_t at = text.find("[MEMORY]"); at != std::string::npos;
+       at = text.find("[MEMORY]", at + 1)) {
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_NE(line.find(" usage_age_ms=   9,900 "), std::string::npos) << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u);
   ASSERT_EQ(s.ctxs.size(), 2u);
   EXPECT_EQ(s.ctxs[0].used, 4000);  // the last scan's
   EXPECT_EQ(s.ctxs[1].used, -1);

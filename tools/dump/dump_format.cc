@@ -92,13 +92,17 @@ std::string format_text(const Snapshot& s) {
                           grouped(s.get("thread_states_washed")));
   }
   // The usage dump's names; -1: not measured yet (no housekeeping thread, or a 1.0 region).
+  const int64_t usage_age_ms = s.get("usage_age_ms", -1);
   for (const CtxRow& c : s.ctxs) {
     absl::StrAppendFormat(&out, "[MEMORY] tenant_id=%5d ctx_id=%s hold=%15s used=%15s limit=%15s",
                           c.tenant_id, c.ctx_name, grouped(c.hold), grouped(c.used),
                           grouped(c.limit));
-    absl::StrAppendFormat(&out, " free_spans=%15s washed=%15s free_resident=%15s usage_hold=%15s",
+    // The usage figures are the last scan's: their age goes on the line they are read on.
+    absl::StrAppendFormat(&out,
+                          " free_spans=%15s washed=%15s free_resident=%15s usage_hold=%15s"
+                          " usage_age_ms=%8s",
                           grouped(c.free_spans), grouped(c.washed), grouped(c.free_resident),
-                          grouped(c.usage_hold));
+                          grouped(c.usage_hold), grouped(usage_age_ms));
     absl::StrAppendFormat(&out, " tenant_hold=%15s tenant_limit=%15s\n", grouped(c.tenant_hold),
                           grouped(c.tenant_limit));
   }
