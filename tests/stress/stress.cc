@@ -1,7 +1,8 @@
 // Stress program: worker threads allocate mixed sizes (small classes, spans, big chunks,
-// aligned), hand objects to each other for cross-thread frees, grow realloc chains, exit
-// and are replaced (thread churn), while the main thread forks in the middle (the child
-// allocates, verifies and exits 0). Every byte written carries a per-object pattern that
+// aligned), hand objects to each other for cross-thread frees, grow and shrink realloc
+// chains (doubling, halving and steps of an eighth), exit and are replaced (thread
+// churn), while the main thread forks in the middle (the child allocates, verifies and
+// exits 0). Every byte written carries a per-object pattern that
 // is checked before the free. Built twice: on plain malloc (run under LD_PRELOAD of
 // libachunk_malloc.so) and with ACHUNK_STRESS_DIRECT on the achunk_* C API (sanitizer
 // builds). Usage: stress [seconds]; prints "stress ok" on success.
@@ -114,7 +115,11 @@ std::atomic<bool> stop{false};
 void realloc_chain(std::mt19937& rng, uint32_t seed) {
   Obj o = make(rng, seed);
   for (int step = 0; step < 6; ++step) {
-    size_t n = rng() % 2 == 0 ? o.size * 2 + rng() % 4096 : 1 + o.size / 2;
+    // An eighth more grows in place, down into a free span before it, or moves.
+    const uint32_t k = rng() % 3;
+    size_t n = k == 0   ? o.size + o.size / 8 + 16
+               : k == 1 ? o.size * 2 + rng() % 4096
+                        : 1 + o.size / 2;
     if (n > (8 << 20)) n = 1 + o.size / 2;
     const size_t keep = n < o.size ? n : o.size;
     verify(o, o.size);
