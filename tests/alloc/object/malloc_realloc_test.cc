@@ -3,8 +3,10 @@
 // checked before anything moves.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "achunk/base/error_report.h"
@@ -93,6 +95,45 @@ TEST_F(ObMallocTest, ReallocGrowsABigObjectDownIntoTheFreeSpanBeforeIt) {
   char* d = static_cast<char*>(alloc_->alloc(rest * ABLOCK_SIZE - 24, attr));
   EXPECT_EQ(d, q + kept * ABLOCK_SIZE);
   for (char* p : {q, c, d}) ObMallocAllocator::free(p);
+}
+
+// A usage scan runs under the shard locks while another thread grows objects down: the
+// object is valid at its new start before the lock goes, so a scan between the move and
+// the end of the realloc counts it (under its label and a size it had), not the stale
+// header of the freed object whose span it took.
+TEST_F(ObMallocTest, AUsageScanDuringGrowDownsCountsTheMovingObject) {
+  const ObMemAttr attr(TENANT, "t_realloc_scan");
+  const ObMemAttr other(TENANT, "t_realloc_gone");
+  constexpr int64_t BIG = 600000;
+  constexpr int64_t GROWN = 700000;
+  constexpr int64_t SMALL = 100000;
+  std::atomic<int> phase{0};  // odd: a freed, b (or q) and c live
+  std::thread grower([&] {
+    for (int round = 0; round < 200; ++round) {
+      char* a = static_cast<char*>(alloc_->alloc(BIG, other));
+      char* b = static_cast<char*>(alloc_->alloc(BIG, attr));
+      char* c = static_cast<char*>(alloc_->alloc(SMALL, attr));
+      std::memset(b, round & 0x7f, BIG);
+      ObMallocAllocator::free(a);
+      phase.store(2 * round + 1);
+      char* q = static_cast<char*>(alloc_->realloc(b, GROWN, attr));
+      EXPECT_EQ(q, a);  // grown down into a's span (a failed realloc crashes the test)
+      EXPECT_EQ(q[BIG - 1], round & 0x7f);
+      phase.store(2 * round + 2);
+      ObMallocAllocator::free(q);
+      ObMallocAllocator::free(c);
+    }
+    alloc_->flush_thread_caches();
+  });
+  for (int before = phase.load(); before < 400; before = phase.load()) {
+    const LabelUsage u = usage_of("t_realloc_scan");
+    if (before % 2 == 1 && phase.load() == before) {
+      EXPECT_EQ(u.count, 2);
+      EXPECT_TRUE(u.used == BIG + SMALL || u.used == GROWN + SMALL) << u.used;
+    }
+  }
+  grower.join();
+  EXPECT_EQ(usage_of("t_realloc_scan").count, 0);
 }
 
 struct Reports {
