@@ -86,6 +86,15 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   return live_header(ptr, true);
 }
 
+// Whether a realloc shrinking the (non-aligned) object at `ptr` to `size` should move it
+// to a smaller slot rather than keep its own.
+bool shrink_moves(void* ptr, uint64_t header, int64_t size) {
+  if (size > SMALL_OBJECT_MAX) return false;
+  if (header_state(header) == ObjectState::BIG) return true;
+  const int64_t slot = ObjectSet::usable_size(ptr) + AOBJECT_META_SIZE;
+  return class_slot_size(size_class_of(size)) * 2 <= slot;
+}
+
 }  // namespace
 
 void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr,
@@ -320,7 +329,21 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
     // far would go unseen. An aligned object's free below checks its own.
     const int64_t size_now = ObjectSet::object_size(ptr, h);
     if (!check_tail(ptr, h, size_now, "tail canary overwritten")) return nullptr;
-    if (ObjectSet::resize_in_place(ptr, size)) return ptr;
+    // A shrink gives back what the object no longer needs, as glibc's split does: an
+    // object that would fill at most half its slot, or a big one that fits a slot, moves
+    // (a copy of the smaller size); a big one keeps the blocks its new size needs.
+    if (size < size_now && shrink_moves(ptr, h, size)) {
+      if (void* fresh = alloc(size, attr)) {
+        std::memcpy(fresh, ptr, static_cast<size_t>(size));
+        free(ptr);
+        return fresh;
+      }
+      // No room for the copy (a limit): shrink in place.
+    }
+    if (ObjectSet::resize_in_place(ptr, size)) {
+      if (size < size_now) ObjectSet::trim_big(ptr);
+      return ptr;
+    }
   }
   const int64_t old_size = get_size(ptr);
   // A big object moved to grow gets a quarter more span than asked: a buffer grown step

@@ -170,6 +170,15 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   return moved;
 }
 
+void ObjectSet::trim_big(void* ptr) {
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::BIG) return;
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  SubObjectMgr& shard = ObjectMgr::shard_of(block);
+  std::lock_guard<SpinLock> guard(shard.lock_);
+  shard.block_set_.shrink_block(block, BIG_OFFSET + object_size(ptr, h) + AOBJECT_TAIL_SIZE);
+}
+
 int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   int n = 0;
   *total = LabelUsage{};

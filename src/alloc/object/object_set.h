@@ -113,6 +113,9 @@ class ObjectSet {
   // pointer, or nullptr with the object unchanged. A realloc so reuses the memory around
   // a growing buffer instead of leaving it behind.
   static void* grow_back(void* ptr, int64_t new_size, int64_t keep);
+  // Gives the blocks after a big object's end back to the set (BlockSet::shrink_block);
+  // nothing for a small object or one in a dedicated chunk.
+  static void trim_big(void* ptr);
   // The set an object belongs to.
   static ObjectSet* owner_of(void* ptr);
 
