@@ -86,15 +86,6 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
   return live_header(ptr, true);
 }
 
-// Whether a realloc shrinking the (non-aligned) object at `ptr` to `size` should move it
-// to a smaller slot rather than keep its own.
-bool shrink_moves(void* ptr, uint64_t header, int64_t size) {
-  if (size > SMALL_OBJECT_MAX) return false;
-  if (header_state(header) == ObjectState::BIG) return true;
-  const int64_t slot = ObjectSet::usable_size(ptr) + AOBJECT_META_SIZE;
-  return class_slot_size(size_class_of(size)) * 2 <= slot;
-}
-
 }  // namespace
 
 void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr,
@@ -329,18 +320,11 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
     // far would go unseen. An aligned object's free below checks its own.
     const int64_t size_now = ObjectSet::object_size(ptr, h);
     if (!check_tail(ptr, h, size_now, "tail canary overwritten")) return nullptr;
-    // A shrink gives back what the object no longer needs, as glibc's split does: an
-    // object that would fill at most half its slot, or a big one that fits a slot, moves
-    // (a copy of the smaller size); a big one keeps the blocks its new size needs.
-    if (size < size_now && shrink_moves(ptr, h, size)) {
-      if (void* fresh = alloc(size, attr)) {
-        std::memcpy(fresh, ptr, static_cast<size_t>(size));
-        free(ptr);
-        return fresh;
-      }
-      // No room for the copy (a limit): shrink in place.
-    }
     if (ObjectSet::resize_in_place(ptr, size)) {
+      // A shrunk big object gives back the blocks past its new size, in place, as glibc's
+      // split does. Nothing moves: a buffer shrunk after each request and grown by the
+      // next (MariaDB's packet buffer) would pay two copies a request, where the grow
+      // takes the freed blocks back in place.
       if (size < size_now) ObjectSet::trim_big(ptr);
       return ptr;
     }
