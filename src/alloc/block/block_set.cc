@@ -231,6 +231,13 @@ ABlock* BlockSet::take_chunk(AChunk* chunk) {
   return new (chunk_block(chunk, 0)) ABlock();
 }
 
+ABlock* BlockSet::start_span(AChunk* chunk, int idx, int nblocks) {
+  ABlock* block = new (chunk_block(chunk, idx)) ABlock();
+  block->nblocks_ = nblocks;
+  set_bit(chunk_meta(chunk)->span_bits_, idx);
+  return block;
+}
+
 bool BlockSet::add_chunk() {
   AChunk* chunk = source_.alloc_chunk(ACHUNK_SIZE, 0);
   if (chunk == nullptr) return false;
@@ -271,12 +278,9 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (k > n) {
     // Split: the tail becomes a free span of its own.
-    const int rest_idx = block_index(block) + n;
     const FreeSpan state = *free_span(block);  // the tail's pages are as clean as they were
-    ABlock* rest = new (chunk_block(chunk, rest_idx)) ABlock();
+    ABlock* rest = start_span(chunk, block_index(block) + n, k - n);
     *free_span(rest) = state;
-    rest->nblocks_ = k - n;
-    set_bit(meta->span_bits_, rest_idx);
     insert_free(rest);
   }
   block->nblocks_ = n;

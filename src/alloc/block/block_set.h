@@ -128,6 +128,9 @@ class BlockSet {
   bool add_chunk();
   void link_chunk(AChunk* chunk);
   void release_chunk(AChunk* chunk);
+  // A new span of `nblocks` starting at block `idx` of `chunk` (its header reset, its
+  // span-start bit set); the caller files it.
+  static ABlock* start_span(AChunk* chunk, int idx, int nblocks);
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;

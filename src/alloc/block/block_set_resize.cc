@@ -3,7 +3,6 @@
 // O(blocks of the span) for the distances it writes, plus O(1) list work.
 #include <cstdint>
 #include <cstring>
-#include <new>
 
 #include "alloc/block/block_set.h"
 #include "alloc/block/span_bits.h"
@@ -12,7 +11,6 @@ namespace achunk {
 
 using span_bits::clear_bit;
 using span_bits::highest_at_or_below;
-using span_bits::set_bit;
 
 namespace {
 
@@ -41,10 +39,8 @@ bool BlockSet::grow_block(ABlock* block, int64_t bytes) {
   clear_bit(meta->span_bits_, next_idx);
   if (rest > 0) {
     // The free span's tail stays free, as clean as it was.
-    ABlock* tail = new (chunk_block(chunk, next_idx + extra)) ABlock();
+    ABlock* tail = start_span(chunk, next_idx + extra, rest);
     *free_span(tail) = state;
-    tail->nblocks_ = rest;
-    set_bit(meta->span_bits_, next_idx + extra);
     insert_free(tail);
   }
   for (int i = n; i < want; ++i) block[i].nblocks_ = -i;  // see ptr2block
@@ -91,9 +87,7 @@ void BlockSet::shrink_block(ABlock* block, int64_t bytes) {
   const int tail_idx = block_index(block) + keep;
   block->nblocks_ = keep;
   used_ -= (n - keep) * ABLOCK_SIZE;
-  ABlock* tail = new (chunk_block(chunk, tail_idx)) ABlock();
-  tail->nblocks_ = n - keep;
-  set_bit(chunk_meta(chunk)->span_bits_, tail_idx);
+  ABlock* tail = start_span(chunk, tail_idx, n - keep);
   // As free_block: the look first, then the tail waits a whole idle time (it was in use).
   const int64_t now = source_.now_us();
   wash_stale_spans_if_due(now);

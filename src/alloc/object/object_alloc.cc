@@ -147,10 +147,10 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
   SubObjectMgr& shard = ObjectMgr::shard_of(block);
   void* moved = nullptr;
+  ABlock* head = nullptr;
   {
     std::lock_guard<SpinLock> guard(shard.lock_);
-    ABlock* head =
-        shard.block_set_.grow_block_back(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE);
+    head = shard.block_set_.grow_block_back(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE);
     if (head == nullptr) return nullptr;
     slab_of(head)->born_zero_ = false;
     // A valid object at the span's start before the lock goes: a usage scan may look.
@@ -161,8 +161,7 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   std::memmove(moved, ptr, static_cast<size_t>(old_size));
   {
     std::lock_guard<SpinLock> guard(shard.lock_);
-    shard.block_set_.shrink_block(BlockSet::ptr2block(header_of(moved)),
-                                  BIG_OFFSET + keep + AOBJECT_TAIL_SIZE);
+    shard.block_set_.shrink_block(head, BIG_OFFSET + keep + AOBJECT_TAIL_SIZE);
   }
   store_big_size(moved, new_size);
   store_header(moved, make_header(ObjectState::BIG, header_label(h), header_size_field(new_size)));
