@@ -288,6 +288,24 @@ void realloc_growth() {
   }
 }
 
+// Big buffers grown by realloc: 4 buffers, each grown by an eighth at a time from 1 MiB
+// to 128 MiB with every new page written, interleaved (a result set or a blob assembled
+// in memory), then freed.
+void realloc_big() {
+  for (int64_t round = 0; round < scaled(8); ++round) {
+    std::vector<std::pair<char*, size_t>> bufs(4, {nullptr, 0});
+    for (size_t target = size_t{1} << 20; target <= (size_t{128} << 20); target += target / 8) {
+      for (auto& [p, size] : bufs) {
+        p = static_cast<char*>(realloc(p, target));
+        for (size_t off = size; off < target; off += 4096) p[off] = 1;
+        g_sum += static_cast<uint64_t>(p[size / 2]);
+        size = target;
+      }
+    }
+    for (auto& [p, size] : bufs) free(p);
+  }
+}
+
 // calloc of big zeroed blocks (1-16 MiB), a few bytes read and written.
 void calloc_big() {
   std::mt19937 rng(13);
@@ -341,6 +359,7 @@ const Pattern PATTERNS[] = {
     {"big", big},
     {"huge", huge_buffers},
     {"realloc", realloc_growth},
+    {"bigrealloc", realloc_big},
     {"calloc", calloc_big},
     {"aligned", aligned},
 };

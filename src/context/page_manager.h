@@ -45,6 +45,9 @@ class ObPageManager final : public BlockSource, private ChunkSource {
  private:
   AChunk* alloc_chunk(int64_t size, int64_t head_align) override;
   void free_chunk(AChunk* chunk) override;
+  AChunk* resize_chunk(AChunk* chunk, int64_t size) override {
+    return ta_.resize_chunk(chunk, size);
+  }
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
   int64_t now_us() override { return ta_.now_us(); }
   int64_t span_idle_us() override { return ta_.span_idle_us(); }

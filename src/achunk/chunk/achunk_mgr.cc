@@ -55,6 +55,14 @@ bool AChunkMgr::try_inc_hold(int64_t bytes) {
   return true;
 }
 
+bool AChunkMgr::charge_or_flush(int64_t bytes) {
+  if (try_inc_hold(bytes)) return true;
+  // Over the soft limit: sacrifice the cache, largest chunks first, before failing.
+  bool charged = false;
+  release_cached_until([&] { return charged || (charged = try_inc_hold(bytes)); });
+  return charged;
+}
+
 AChunk* AChunkMgr::fail(AllocFailKind kind, int64_t size, int sys_errno) {
   set_alloc_failure(AllocFailure{kind, sys_errno, size, get_hold(), get_limit()});
   return nullptr;
@@ -156,30 +164,6 @@ AChunk* AChunkMgr::pop_nearest_large(int idx, int64_t aligned, int* from) {
   return nullptr;
 }
 
-AChunk* AChunkMgr::resize_cached(AChunk* chunk, int from, int64_t aligned) {
-  const int64_t old = chunk->aligned();
-  const int64_t old_hold = chunk->charged();
-  int err = 0;
-  void* p = os_.resize_aligned(chunk, old, aligned, ACHUNK_ALIGN, &err);
-  if (p == nullptr) {
-    bump(slots_[from].failed_reuses_);
-    unmap_chunk(chunk, from);
-    return nullptr;
-  }
-  total_hold_.fetch_add(aligned - old, std::memory_order_relaxed);
-  bump(resizes_);
-  live_huge_.fetch_add(int{aligned > MAX_LARGE_ACHUNK_SIZE} - int{old > MAX_LARGE_ACHUNK_SIZE},
-                       std::memory_order_relaxed);
-  AChunk* resized = static_cast<AChunk*>(p);
-  resized->mapped_ = aligned;
-  if (old_hold > aligned) {
-    // The shrink unmapped pages the chunk still charged: it now charges its whole mapping.
-    dec_hold(old_hold - aligned);
-    resized->charged_ = aligned;
-  }
-  return resized;
-}
-
 AChunk* AChunkMgr::pop_chunk_with_size(int idx) {
   if (is_large(idx)) {
     AChunk* chunk = slots_[idx].free_list_.pop();
@@ -216,12 +200,7 @@ AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t ho
 
 AChunk* AChunkMgr::map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx,
                                  int64_t lead) {
-  if (!try_inc_hold(hold)) {
-    // Over the soft limit: sacrifice the cache, largest chunks first, before failing.
-    bool charged = false;
-    release_cached_until([&] { return charged || (charged = try_inc_hold(hold)); });
-    if (!charged) return fail(AllocFailKind::SERVER_LIMIT, size, 0);
-  }
+  if (!charge_or_flush(hold)) return fail(AllocFailKind::SERVER_LIMIT, size, 0);
   int err = 0;
   // With a lead, the mapping starts at a multiple of lead + 2 MiB and the chunk `lead`
   // bytes into it, so the chunk's second 2 MiB unit starts at that multiple.

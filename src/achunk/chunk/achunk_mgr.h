@@ -66,6 +66,12 @@ class AChunkMgr {
   // starts head_align - 2 MiB bytes before the chunk (AChunk::lead_): address space
   // only, never touched nor charged.
   AChunk* alloc_chunk(int64_t size, int64_t head_align = 0);
+  // Resizes a chunk handed out to hold `size` payload bytes, keeping its contents: its
+  // mapping grows or shrinks (mremap, or munmap of the tail) unless its 2 MiB-aligned size
+  // stays the same, and may move. Returns the chunk, maybe at a new address, or nullptr
+  // with the reason in last_alloc_failure() and the chunk as it was. A chunk placed for
+  // an alignment (head_align) is refused. For a big object's realloc: no copy.
+  AChunk* resize_chunk(AChunk* chunk, int64_t size);
   // Caches the chunk (or unmaps it when the cache is full), then unmaps at most one other
   // cached chunk that has idled for chunk_cache_ttl_ms. A pointer that is not a live
   // chunk is reported through report_error() and otherwise ignored.
@@ -171,6 +177,11 @@ class AChunkMgr {
   // Resizes a cached chunk's mapping (Os::resize_aligned) to `aligned`; on failure it is
   // unmapped and nullptr returned.
   AChunk* resize_cached(AChunk* chunk, int from, int64_t aligned);
+  // Os::resize_aligned of the chunk's mapping to `aligned`, with the counters that follow;
+  // nullptr and *err on failure, the mapping as it was.
+  AChunk* remap(AChunk* chunk, int64_t aligned, int* err);
+  // Charges `bytes` to hold_, flushing the cache first when the limit is in the way.
+  bool charge_or_flush(int64_t bytes);
   AChunk* map_new_chunk(int64_t size, int64_t aligned, int64_t hold, int idx, int64_t lead = 0);
   AChunk* fail(AllocFailKind kind, int64_t size, int sys_errno);
   bool try_cache(AChunk* chunk, int idx, int64_t hold, int64_t now_us);
@@ -193,7 +204,8 @@ class AChunkMgr {
 
   Os& os_;
   const Clock& clock_;
-  std::atomic<int64_t> resizes_{0};  // cached chunks resized to serve another size
+  std::atomic<int64_t> resizes_{0};       // cached chunks resized to serve another size
+  std::atomic<int64_t> live_resizes_{0};  // chunks handed out resized (resize_chunk)
   std::atomic<int64_t> live_huge_{0};
   Slot slots_[SLOT_COUNT];
 

@@ -29,6 +29,7 @@ constexpr ChunkStatField MGR_FIELDS[] = {
     {"chunk_cache_ttl_ms", &ChunkMgrStats::chunk_cache_ttl_ms},
     {"cache_resident", &ChunkMgrStats::cache_resident},
     {"cache_resizes", &ChunkMgrStats::cache_resizes},
+    {"live_resizes", &ChunkMgrStats::live_resizes},
 };
 // The count is exact: a shorter list would leave null members to print.
 static_assert(sizeof(MGR_FIELDS) / sizeof(MGR_FIELDS[0]) == CHUNK_STAT_FIELD_COUNT);

@@ -127,7 +127,7 @@ void BlockSet::link_chunk(AChunk* chunk) {
   ++chunk_cnt_;
 }
 
-void BlockSet::release_chunk(AChunk* chunk) {
+void BlockSet::unlink_chunk(AChunk* chunk) {
   if (chunk->prev_ != nullptr) {
     chunk->prev_->next_ = chunk->next_;
   } else {
@@ -137,6 +137,10 @@ void BlockSet::release_chunk(AChunk* chunk) {
   chunk->prev_ = chunk->next_ = nullptr;
   hold_ -= chunk->hold();
   --chunk_cnt_;
+}
+
+void BlockSet::release_chunk(AChunk* chunk) {
+  unlink_chunk(chunk);
   // Take the chunk's free spans off the lists before it leaves.
   BlockChunkMeta* meta = chunk_meta(chunk);
   for (int w = 0; w < 4; ++w) {

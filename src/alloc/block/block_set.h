@@ -50,6 +50,11 @@ class BlockSet {
   // Shrinks a span in use (not a dedicated chunk) to the blocks that hold `bytes`; the
   // blocks after go back free (and merge) as a free_block would.
   void shrink_block(ABlock* block, int64_t bytes);
+  // Resizes a dedicated chunk's span to `bytes` through the source (ChunkSource::
+  // resize_chunk: mremap, no copy): returns the head, maybe at a new address, or nullptr
+  // with nothing changed. Lets a big object's realloc beyond a chunk grow and shrink as
+  // glibc's mmapped chunks do.
+  ABlock* resize_dedicated(ABlock* block, int64_t bytes);
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
   // zero); 0 or errno. Touches no state of the set, so it needs no lock.
   int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }
@@ -127,6 +132,8 @@ class BlockSet {
   ABlock* take_chunk(AChunk* chunk);
   bool add_chunk();
   void link_chunk(AChunk* chunk);
+  // Takes the chunk off the set's list and hold.
+  void unlink_chunk(AChunk* chunk);
   void release_chunk(AChunk* chunk);
   // A new span of `nblocks` starting at block `idx` of `chunk` (its header reset, its
   // span-start bit set); the caller files it.

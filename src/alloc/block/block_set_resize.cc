@@ -1,6 +1,7 @@
 // BlockSet's resizing of a span in use, for a big object's realloc: forward into the free
 // span after it, backward into the free span before it, and trimming its tail. Each is
-// O(blocks of the span) for the distances it writes, plus O(1) list work.
+// O(blocks of the span) for the distances it writes, plus O(1) list work. A dedicated
+// chunk is resized by its source instead (a syscall, O(1) in this set).
 #include <cstdint>
 #include <cstring>
 
@@ -92,6 +93,22 @@ void BlockSet::shrink_block(ABlock* block, int64_t bytes) {
   const int64_t now = source_.now_us();
   wash_stale_spans_if_due(now);
   insert_merged(tail, FreeSpan{now, false});
+}
+
+ABlock* BlockSet::resize_dedicated(ABlock* block, int64_t bytes) {
+  if (!block->dedicated()) return nullptr;
+  AChunk* chunk = AChunk::ptr2chunk(block);
+  const int64_t old_hold = chunk->hold();
+  // Off the list while its header may move: the neighbours' links would name the old place.
+  unlink_chunk(chunk);
+  AChunk* resized = source_.resize_chunk(chunk, bytes);
+  if (resized == nullptr) {
+    link_chunk(chunk);
+    return nullptr;
+  }
+  link_chunk(resized);
+  used_ += resized->hold() - old_hold;
+  return chunk_block(resized, 0);
 }
 
 }  // namespace achunk

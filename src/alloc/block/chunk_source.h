@@ -15,6 +15,9 @@ class ChunkSource {
   // `head_align`: see AChunkMgr::alloc_chunk (0 for any chunk).
   virtual AChunk* alloc_chunk(int64_t size, int64_t head_align) = 0;
   virtual void free_chunk(AChunk* chunk) = 0;
+  // AChunkMgr::resize_chunk, with the source's own charges moved along: the chunk, maybe
+  // moved, or nullptr with last_alloc_failure() set and the chunk as it was.
+  virtual AChunk* resize_chunk(AChunk* chunk, int64_t size) = 0;
   // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
   // The chunk layer's clock, and the span idle time (span_idle_ms, the block layer's
@@ -45,6 +48,9 @@ class DirectChunkSource final : public ChunkSource {
     return mgr_.alloc_chunk(size, head_align);
   }
   void free_chunk(AChunk* chunk) override { mgr_.free_chunk(chunk); }
+  AChunk* resize_chunk(AChunk* chunk, int64_t size) override {
+    return mgr_.resize_chunk(chunk, size);
+  }
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
   int64_t now_us() override { return mgr_.now_us(); }
   int64_t span_idle_us() override { return span_idle_us_; }

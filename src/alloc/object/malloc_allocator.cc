@@ -325,9 +325,11 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
       // split does. Nothing moves: a buffer shrunk after each request and grown by the
       // next (MariaDB's packet buffer) would pay two copies a request, where the grow
       // takes the freed blocks back in place.
-      if (size < size_now) ObjectSet::trim_big(ptr);
-      return ptr;
+      return size < size_now ? ObjectSet::trim_big(ptr) : ptr;
     }
+    // A big object in a chunk of its own grows with its mapping (mremap), as glibc's
+    // mmapped chunks do: no copy, whatever the size.
+    if (void* moved = ObjectSet::resize_dedicated(ptr, size)) return moved;
   }
   const int64_t old_size = get_size(ptr);
   // A big object moved to grow gets a quarter more span than asked: a buffer grown step

@@ -169,13 +169,43 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   return moved;
 }
 
-void ObjectSet::trim_big(void* ptr) {
+void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size) {
   const uint64_t h = load_header(ptr);
-  if (header_state(h) != ObjectState::BIG) return;
+  if (header_state(h) != ObjectState::BIG || new_size <= 0 || new_size > OBJECT_MAX_SIZE) {
+    return nullptr;
+  }
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  if (!block->dedicated()) return nullptr;
+  SubObjectMgr& shard = ObjectMgr::shard_of(block);
+  // Held across the syscall, as a dedicated chunk's map is: a usage scan walks the set's
+  // chunk list, which the chunk leaves while it may move.
+  std::lock_guard<SpinLock> guard(shard.lock_);
+  ABlock* head =
+      shard.block_set_.resize_dedicated(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE);
+  if (head == nullptr) return nullptr;
+  void* moved = slot_start_user(head);
+  slab_of(head)->born_zero_ = false;
+  store_big_size(moved, new_size);
+  store_header(moved, make_header(ObjectState::BIG, header_label(h), header_size_field(new_size)));
+  write_tail(moved, new_size);
+  return moved;
+}
+
+void* ObjectSet::trim_big(void* ptr) {
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::BIG) return ptr;
+  const int64_t bytes = BIG_OFFSET + object_size(ptr, h) + AOBJECT_TAIL_SIZE;
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  if (block->dedicated()) {
+    // Only whole 2 MiB units: the pages of the last one stay charged until the free.
+    if (chunk_aligned_size(bytes) >= AChunk::ptr2chunk(block)->aligned()) return ptr;
+    void* moved = resize_dedicated(ptr, object_size(ptr, h));
+    return moved != nullptr ? moved : ptr;
+  }
   SubObjectMgr& shard = ObjectMgr::shard_of(block);
   std::lock_guard<SpinLock> guard(shard.lock_);
-  shard.block_set_.shrink_block(block, BIG_OFFSET + object_size(ptr, h) + AOBJECT_TAIL_SIZE);
+  shard.block_set_.shrink_block(block, bytes);
+  return ptr;
 }
 
 int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {

@@ -113,9 +113,15 @@ class ObjectSet {
   // pointer, or nullptr with the object unchanged. A realloc so reuses the memory around
   // a growing buffer instead of leaving it behind.
   static void* grow_back(void* ptr, int64_t new_size, int64_t keep);
-  // Gives the blocks after a big object's end back to the set (BlockSet::shrink_block);
-  // nothing for a small object or one in a dedicated chunk.
-  static void trim_big(void* ptr);
+  // Resizes a big object in a dedicated chunk to `new_size` by resizing the chunk's
+  // mapping (BlockSet::resize_dedicated: mremap, no copy). Returns the user pointer,
+  // maybe moved, or nullptr with the object unchanged (not such an object, a limit).
+  static void* resize_dedicated(void* ptr, int64_t new_size);
+  // Gives what a big object no longer needs after its end back: the blocks past it to the
+  // set (BlockSet::shrink_block), or a dedicated chunk's whole 2 MiB units past it to the
+  // OS (resize_dedicated). Returns the object's pointer, which only the latter may move;
+  // the object is unchanged for a small one.
+  static void* trim_big(void* ptr);
   // The set an object belongs to.
   static ObjectSet* owner_of(void* ptr);
 

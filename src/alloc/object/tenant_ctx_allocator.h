@@ -22,6 +22,7 @@ class ObTenantCtxAllocator final : public ChunkSource {
 
   AChunk* alloc_chunk(int64_t size, int64_t head_align) override;
   void free_chunk(AChunk* chunk) override;
+  AChunk* resize_chunk(AChunk* chunk, int64_t size) override;
   int release_pages(void* addr, int64_t size) override {
     return chunk_mgr_.release_pages(addr, size);
   }
@@ -41,6 +42,10 @@ class ObTenantCtxAllocator final : public ChunkSource {
   AChunkMgr& chunk_mgr_;
   ObTenantMemory& tenant_;
   const int ctx_id_;
+  // Charges `bytes` to the ctx, then the tenant, or records why not (for `size`).
+  bool charge(int64_t bytes, int64_t size);
+  void uncharge(int64_t bytes);
+
   const std::atomic<int64_t>& span_idle_us_;
   std::atomic<int64_t> hold_{0};
   std::atomic<int64_t> limit_{INT64_MAX};

@@ -140,5 +140,41 @@ TEST_F(BlockSetResizeTest, ShrinkingFreesTheTailWhichJoinsTheFreeSpanAfter) {
   free_all(set, {a, four, c});
 }
 
+TEST_F(BlockSetResizeTest, ADedicatedChunkIsResizedThroughTheSourceAndStaysOnTheList) {
+  BlockSet set(source_);
+  ABlock* small = set.alloc_block(ABLOCK_SIZE);  // a chunk of spans, then the dedicated one
+  ABlock* big = set.alloc_block(3 * MB);
+  ASSERT_TRUE(big->dedicated());
+  std::memset(block_data(big), 9, 3 * MB);
+  EXPECT_EQ(set.resize_dedicated(small, 2 * ABLOCK_SIZE), nullptr);  // not dedicated
+  const int64_t hold = set.hold();
+  const int64_t used = set.used();
+  ABlock* grown = set.resize_dedicated(big, 12 * MB);
+  ASSERT_NE(grown, nullptr);
+  EXPECT_TRUE(grown->dedicated());
+  EXPECT_EQ(BlockSet::span_bytes(grown), 12 * MB);
+  EXPECT_EQ(static_cast<char*>(block_data(grown))[3 * MB - 1], 9);
+  EXPECT_EQ(BlockSet::ptr2block(block_data(grown)), grown);
+  const int64_t delta = chunk_hold_size(12 * MB) - chunk_hold_size(3 * MB);
+  EXPECT_EQ(set.hold(), hold + delta);
+  EXPECT_EQ(set.used(), used + delta);
+  // On the set's chunk list once, at its new place.
+  int visits = 0;
+  set.for_each_used_span([&](ABlock* b) { visits += b == grown ? 1 : 0; });
+  EXPECT_EQ(visits, 1);
+  // A failure changes nothing.
+  os_.fail_next_resizes(1);
+  EXPECT_EQ(set.resize_dedicated(grown, 40 * MB), nullptr);
+  EXPECT_EQ(set.hold(), hold + delta);
+  visits = 0;
+  set.for_each_used_span([&](ABlock* b) { visits += b == grown ? 1 : 0; });
+  EXPECT_EQ(visits, 1);
+  ABlock* shrunk = set.resize_dedicated(grown, 5 * MB);
+  ASSERT_NE(shrunk, nullptr);
+  EXPECT_EQ(set.used(), used + chunk_hold_size(5 * MB) - chunk_hold_size(3 * MB));
+  free_all(set, {small, shrunk});
+  expect_consistent();
+}
+
 }  // namespace
 }  // namespace achunk::testing

@@ -123,6 +123,50 @@ TEST_F(ObMallocTest, ReallocShrinkingABigObjectGivesBackItsBlocksInPlace) {
   ObMallocAllocator::free(big);
 }
 
+// A big object in a chunk of its own grows and shrinks with its mapping (mremap), as
+// glibc's mmapped chunks do: no new chunk, no copy, its bytes and label kept, the ctx
+// charged for what it holds. A limit in the way fails the realloc and keeps the object.
+TEST_F(ObMallocTest, ReallocResizesADedicatedChunkWithoutACopy) {
+  const ObMemAttr attr(TENANT, "t_realloc_dedicated");
+  const int64_t size = 3 * MB;
+  char* p = static_cast<char*>(alloc_->alloc(size, attr));
+  ASSERT_NE(p, nullptr);
+  for (int64_t i = 0; i < size; i += 4096) p[i] = static_cast<char>(i / 4096);
+  const int64_t hold = ta().hold();
+  const int64_t maps = os_.map_calls();
+  char* q = static_cast<char*>(alloc_->realloc(p, 40 * MB, attr));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(os_.map_calls(), maps);  // the mapping grew: nothing new, nothing copied
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(mgr_.get_stats(false).live_resizes, 1);
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 40 * MB);
+  bool same = true;
+  for (int64_t i = 0; i < size; i += 4096) same = same && q[i] == static_cast<char>(i / 4096);
+  EXPECT_TRUE(same);
+  std::memset(q + size, 1, 37 * MB);  // all of it usable, the canary after it intact
+  EXPECT_EQ(ta().hold(), hold + 37 * MB);
+  // Growth within the mapping's last 2 MiB needs no syscall at all.
+  char* r = static_cast<char*>(alloc_->realloc(q, 41 * MB, attr));
+  EXPECT_EQ(r, q);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  // Over the ctx limit: nullptr with the reason, the object as it was.
+  ASSERT_TRUE(alloc_->set_tenant_ctx_limit(TENANT, DEFAULT_CTX_ID, 64 * MB));
+  EXPECT_EQ(alloc_->realloc(r, 100 * MB, attr), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::CTX_LIMIT);
+  EXPECT_EQ(ObMallocAllocator::get_size(r), 41 * MB);
+  EXPECT_EQ(r[4096], 1);
+  // A shrink gives the mapping's whole 2 MiB units past the new size back.
+  char* s = static_cast<char*>(alloc_->realloc(r, 5 * MB, attr));
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(ObMallocAllocator::get_size(s), 5 * MB);
+  EXPECT_EQ(s[4096], 1);
+  EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(),
+            chunk_aligned_size(5 * MB + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE));
+  EXPECT_EQ(ta().hold(), hold + 2 * MB);
+  ObMallocAllocator::free(s);
+  EXPECT_EQ(ta().hold(), hold - chunk_hold_size(size + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE));
+}
+
 // A usage scan runs under the shard locks while another thread grows objects down: the
 // object is valid at its new start before the lock goes, so a scan between the move and
 // the end of the realloc counts it (under its label and a size it had), not the stale

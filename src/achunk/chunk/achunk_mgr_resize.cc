@@ -1,0 +1,77 @@
+// AChunkMgr's resizing of a chunk's mapping (Os::resize_aligned: munmap of the tail, or
+// mremap, in place or moving the pages): a cached chunk resized to serve a request of
+// another size, and a chunk handed out resized for its owner's realloc.
+#include <algorithm>
+
+#include "achunk/chunk/achunk_mgr.h"
+#include "achunk/chunk/chunk_registry.h"
+
+namespace achunk {
+
+AChunk* AChunkMgr::remap(AChunk* chunk, int64_t aligned, int* err) {
+  const int64_t old = chunk->aligned();
+  void* p = os_.resize_aligned(chunk, old, aligned, ACHUNK_ALIGN, err);
+  if (p == nullptr) return nullptr;
+  total_hold_.fetch_add(aligned - old, std::memory_order_relaxed);
+  live_huge_.fetch_add(int{aligned > MAX_LARGE_ACHUNK_SIZE} - int{old > MAX_LARGE_ACHUNK_SIZE},
+                       std::memory_order_relaxed);
+  AChunk* resized = static_cast<AChunk*>(p);
+  resized->mapped_ = aligned;
+  return resized;
+}
+
+AChunk* AChunkMgr::resize_cached(AChunk* chunk, int from, int64_t aligned) {
+  const int64_t old_hold = chunk->charged();
+  int err = 0;
+  AChunk* resized = remap(chunk, aligned, &err);
+  if (resized == nullptr) {
+    slots_[from].failed_reuses_.fetch_add(1, std::memory_order_relaxed);
+    unmap_chunk(chunk, from);
+    return nullptr;
+  }
+  resizes_.fetch_add(1, std::memory_order_relaxed);
+  if (old_hold > aligned) {
+    // The shrink unmapped pages the chunk still charged: it now charges its whole mapping.
+    dec_hold(old_hold - aligned);
+    resized->charged_ = aligned;
+  }
+  return resized;
+}
+
+AChunk* AChunkMgr::resize_chunk(AChunk* chunk, int64_t size) {
+  if (size <= 0 || size > ACHUNK_MAX_ALLOC_SIZE) {
+    return fail(AllocFailKind::INVALID_SIZE, size, 0);
+  }
+  if (chunk->lead_ > 0) return fail(AllocFailKind::INVALID_ARGUMENT, size, 0);
+  const int64_t aligned = chunk_aligned_size(size);
+  const int64_t charged = chunk->charged();
+  // What it did charge, cut to a smaller mapping, and at least the new request's pages.
+  const int64_t to_charge = std::max(chunk_hold_size(size), std::min(charged, aligned));
+  if (to_charge > charged && !charge_or_flush(to_charge - charged)) {
+    return fail(AllocFailKind::SERVER_LIMIT, size, 0);
+  }
+  AChunk* resized = chunk;
+  if (aligned != chunk->aligned()) {
+    // Out of the registry first: once the pages move, another thread may map a chunk at
+    // the old address and register it.
+    chunk_registry::remove(chunk);
+    int err = 0;
+    resized = remap(chunk, aligned, &err);
+    if (resized == nullptr) {
+      chunk_registry::add(chunk);
+      if (to_charge > charged) dec_hold(to_charge - charged);
+      return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, err);
+    }
+    // A moved mapping lands in a window mapped without a hint, below 2^47 as every such
+    // mapping is: inside the registry's range.
+    chunk_registry::add(resized);
+  }
+  if (to_charge < charged) dec_hold(charged - to_charge);
+  resized->charged_ = to_charge;
+  resized->alloc_bytes_ = size;
+  resized->fresh_ = false;
+  live_resizes_.fetch_add(1, std::memory_order_relaxed);
+  return resized;
+}
+
+}  // namespace achunk
