@@ -245,6 +245,27 @@ void spawn() {
   }
 }
 
+// Mid-size buffers: 4 threads each keep 200 buffers of 64-512 KiB (sort and join buffers,
+// packets) and replace a random one at each step, writing its first and last byte.
+void midsize() {
+  auto work = [](int seed) {
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::vector<char*> live(200, nullptr);
+    for (int64_t step = 0; step < scaled(400'000) / 4; ++step) {
+      char*& p = live[rng() % live.size()];
+      free(p);
+      const size_t size = (64 << 10) + rng() % (448 << 10);
+      p = static_cast<char*>(malloc(size));
+      p[0] = 1;
+      p[size - 1] = 2;
+    }
+    for (char* p : live) free(p);
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) ts.emplace_back(work, t + 1);
+  for (auto& t : ts) t.join();
+}
+
 // Big blocks of 5-25 MiB, up to 8 live, the mix of sizes drifting; every page written.
 void big() {
   std::mt19937 rng(11);
@@ -356,6 +377,7 @@ const Pattern PATTERNS[] = {
     {"server", server},
     {"churn", churn},
     {"spawn", spawn},
+    {"midsize", midsize},
     {"big", big},
     {"huge", huge_buffers},
     {"realloc", realloc_growth},

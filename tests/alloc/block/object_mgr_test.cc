@@ -87,11 +87,11 @@ TEST_F(ObjectMgrTest, NoMoreShardsOpenThanTheCpusAllow) {
   mgr.set_contention_rule(1, 1);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(collide(mgr), 0);
   EXPECT_EQ(mgr.open_shards(), 1);
-  // One shard per two CPUs, at least one, at most MAX_SHARDS.
+  // One shard per CPU, at least one, at most MAX_SHARDS.
+  EXPECT_EQ(ObjectMgr::max_open_for(0), 1);
   EXPECT_EQ(ObjectMgr::max_open_for(1), 1);
-  EXPECT_EQ(ObjectMgr::max_open_for(2), 1);
-  EXPECT_EQ(ObjectMgr::max_open_for(4), 2);
-  EXPECT_EQ(ObjectMgr::max_open_for(12), 6);
+  EXPECT_EQ(ObjectMgr::max_open_for(2), 2);
+  EXPECT_EQ(ObjectMgr::max_open_for(6), 6);
   EXPECT_EQ(ObjectMgr::max_open_for(96), ObjectMgr::MAX_SHARDS);
 }
 
