@@ -2,6 +2,7 @@
 // the same binary measures any allocator preloaded under it (LD_PRELOAD). Prints
 // "<pattern> <elapsed ms> <checksum>"; bench/workloads/run.sh adds peak RSS and compares.
 // Usage: achunk_workloads PATTERN [scale]   (scale multiplies the work, default 1)
+#include <malloc.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -94,6 +95,26 @@ void replace(int threads) {
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t) ts.emplace_back(work, t + 1);
   for (auto& t : ts) t.join();
+}
+
+// Memory accounting as Redis does it: a live set of 10k objects of 16-512 B, a random
+// one replaced at each step, malloc_usable_size asked after each malloc and before each
+// free (the bytes counted as used).
+void usable() {
+  std::mt19937 rng(23);
+  std::vector<void*> live(10'000, nullptr);
+  uint64_t used = 0;
+  for (int64_t step = 0; step < scaled(4'000'000); ++step) {
+    void*& p = live[rng() % live.size()];
+    if (p != nullptr) used -= malloc_usable_size(p);
+    free(p);
+    const size_t size = 16 + rng() % 497;
+    p = malloc(size);
+    touch(p, size);
+    used += malloc_usable_size(p);
+  }
+  for (void* p : live) free(p);
+  g_sum += used;
 }
 
 // Batches of pointers handed between threads under a mutex (the hand-off is not what is
@@ -373,6 +394,7 @@ const Pattern PATTERNS[] = {
     {"classes", classes},
     {"replace1", [] { replace(1); }},
     {"replace2", [] { replace(2); }},
+    {"usable", usable},
     {"prodcons", prodcons},
     {"server", server},
     {"churn", churn},

@@ -290,6 +290,9 @@ int64_t ObMallocAllocator::get_size(void* ptr) {
 }
 
 int64_t ObMallocAllocator::usable_size(void* ptr) {
+  if (const int64_t capacity = ObjectSet::try_usable_size_fast(ptr); capacity >= 0) {
+    return capacity;
+  }
   const uint64_t h = checked_header(ptr);
   if (h == 0) return -1;
   if (header_state(h) == ObjectState::ALIGNED) {

@@ -83,6 +83,11 @@ class ObjectSet {
   // (big objects, aligned pointers, any failed check): the caller's full path then frees
   // it or reports what is wrong. `ptr` must not be null.
   static inline bool try_free_fast(void* ptr);
+  // malloc_usable_size's common case, every check included: a small object in use with
+  // its canary intact grows to fill its slot (the canary moves to the slot's end, so the
+  // overrun check stays exact) and its slot's capacity is returned; -1, touching nothing,
+  // for anything else (the caller's full path then answers or reports).
+  static inline int64_t try_usable_size_fast(void* ptr);
   // Carves the slab's next page of slots onto its free list (owner only); false when the
   // whole slab is carved already.
   static bool carve(ABlock* block);
@@ -297,30 +302,56 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
   free_slow(ptr, block, slab);
 }
 
-inline bool ObjectSet::try_free_fast(void* ptr) {
+// The in-use span of an object set that holds a pointer's header, outside dedicated
+// chunks, or nullptr: the fast paths' checked lookup, reading no memory outside a chunk
+// the registry knows.
+__attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   // The registry before any header read: a unit without a chunk of ours may be unmapped.
   // Its range test rides on the alignment test, and its bit proves the chunk live, so
   // the chunk's magic need not be read.
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
   if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_chunk_in_range(a)) {
-    return false;
+    return nullptr;
   }
   AChunk* chunk = AChunk::ptr2chunk(ptr);
-  if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
+  if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return nullptr;
   // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
   // header is inside the chunk's block area.
   const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -
                                                 static_cast<char*>(chunk->data()));
-  if (offset >= static_cast<uint64_t>(BLOCKS_PER_CHUNK * ABLOCK_SIZE)) return false;
+  if (offset >= static_cast<uint64_t>(BLOCKS_PER_CHUNK * ABLOCK_SIZE)) return nullptr;
   const int at = static_cast<int>(offset / ABLOCK_SIZE);
   const int head = BlockSet::span_head(chunk, at);
-  if (head < 0) return false;
+  if (head < 0) return nullptr;
   ABlock* block = chunk_block(chunk, head);
   // An in-use span that reaches the header's block (stale distances inside free spans
   // can name a head whose span ends before it).
   if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) || head + block->nblocks_ <= at) {
-    return false;
+    return nullptr;
   }
+  return block;
+}
+
+inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
+  ABlock* block = object_span_fast(ptr);
+  if (block == nullptr) return -1;
+  const int sc = slab_of(block)->sc_;
+  if (sc >= SIZE_CLASS_COUNT) return -1;  // a big object, a heap or a lent span
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::IN_USE) return -1;
+  const int64_t capacity = class_slot_size(sc) - AOBJECT_META_SIZE;
+  // Grown to its slot already: the canary stays where it is, for the free to check, and
+  // its line (a second miss after the header's) is not read here.
+  if (header_size(h) == capacity) return capacity;
+  if (!tail_intact(ptr, header_size(h))) return -1;
+  store_header(ptr, make_header(ObjectState::IN_USE, header_label(h), capacity));
+  write_tail(ptr, capacity);
+  return capacity;
+}
+
+inline bool ObjectSet::try_free_fast(void* ptr) {
+  ABlock* block = object_span_fast(ptr);
+  if (block == nullptr) return false;
   Slab* slab = slab_of(block);
   // In use with its canary intact: then marked FREE, keeping size and label.
   auto checked = [ptr] {

@@ -103,6 +103,21 @@ TEST_F(InvalidFreeDeathTest, DoubleFreeOfABigObject) {
   }
 }
 
+// malloc_usable_size's fast path moves the canary to the slot's end: a byte written past
+// what it reported is still caught; a freed object is still a double free.
+TEST_F(InvalidFreeDeathTest, UsableSizeKeepsOverrunsAndDoubleFreesCaught) {
+  char* p = static_cast<char*>(achunk_malloc(100));
+  ASSERT_NE(p, nullptr);
+  const size_t usable = achunk_malloc_usable_size(p);
+  EXPECT_GT(usable, 100u);
+  EXPECT_EQ(achunk_malloc_usable_size(p), usable);
+  p[usable] = 'x';
+  EXPECT_DEATH(achunk_free(p), report("heap corruption", p, "tail canary overwritten"));
+  p[usable] = static_cast<char>(0xf8);  // the canary's first byte again
+  achunk_free(p);
+  EXPECT_DEATH(achunk_malloc_usable_size(p), report("double free", p, ""));
+}
+
 TEST_F(InvalidFreeDeathTest, UsableSizeChecksTheCanaryBeforeMovingIt) {
   char* p = static_cast<char*>(achunk_malloc(100));
   ASSERT_NE(p, nullptr);
