@@ -9,7 +9,7 @@
 // in one shard and holds no extra partly used chunks, each with its own high-water mark of
 // resident pages; a set many cores refill at once still spreads out within milliseconds.
 // At most one shard per usable CPU opens: threads collide only while running at once,
-// and two threads taking big objects on 2 CPUs ran 2.7x slower in one shard. A span is
+// and two threads taking big objects on 2 CPUs ran 2.2x slower in one shard. A span is
 // freed under the lock of the shard that owns its chunk (the chunk meta's context).
 // Never allocates.
 // Depends on block_set.h, the base layer's spin_lock.h and the platform's usable_cpus.
