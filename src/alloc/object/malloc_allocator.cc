@@ -197,9 +197,9 @@ void ObMallocAllocator::flush_thread_caches() {
 }
 
 void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size,
-                                      const ObMemAttr& attr) {
-  if (void* p = heap.alloc_object(size, label)) return p;
-  return alloc_slow(size, attr);
+                                      const ObMemAttr& attr, int sc) {
+  if (void* p = heap.alloc_object_in(sc >= 0 ? sc : size_class_of(size), size, label)) return p;
+  return alloc_slow(size, attr, 0, sc);
 }
 
 void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) {
@@ -364,9 +364,19 @@ void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAtt
   if (align <= 16) return alloc(size, attr);
   if (size < 0 || size > OBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
   if (align <= SLAB_ALIGN && size <= SMALL_OBJECT_MAX) {
-    // Up to a cache line: a plain object of an aligned class, no pad, the fast free. A
-    // thread without a heap gets a 16-byte-aligned span instead, and slides below.
-    void* p = alloc_slow(size, attr, 0, aligned_size_class(size));
+    // Up to a cache line: a plain object of an aligned class, no pad, the fast free, and
+    // the malloc's front when the drop-in malloc's entry is there.
+    const int sc = aligned_size_class(size);
+    const malloc_front::Entry& e = malloc_front::static_entry();
+    void* p = nullptr;
+    if (static_entry_valid(e, attr)) {
+      p = e.heap->alloc_object_fast_in(sc, size, e.in_use_header);
+      if (p != nullptr) return p;
+      p = alloc_refill(*e.heap, header_label(e.in_use_header), size, attr, sc);
+    } else {
+      p = alloc_slow(size, attr, 0, sc);
+    }
+    // A thread without a heap gets a 16-byte-aligned span instead, and slides below.
     if (p == nullptr || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0) return p;
     free(p);
   }

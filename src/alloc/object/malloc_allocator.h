@@ -47,9 +47,8 @@ class ObMallocAllocator {
   // (the drop-in malloc's): a thread's repeated allocation hits an entry of its own, which
   // checks only the allocator, the heap epoch and the size.
   void* alloc_static(int64_t size, const ObMemAttr& attr) {
-    malloc_front::Entry& e = malloc_front::static_entry();
-    if (e.label == reinterpret_cast<const char*>(&attr) && e.allocator_id == id_ &&
-        e.heap_epoch == object_set_tls::heap_epoch &&
+    const malloc_front::Entry& e = malloc_front::static_entry();
+    if (static_entry_valid(e, attr) &&
         static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
       if (void* p = e.heap->alloc_object_fast(size, e.in_use_header)) return p;
       return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
@@ -111,7 +110,15 @@ class ObMallocAllocator {
   void* alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align = 0, int sc = -1);
   // A front hit whose current slab ran dry: refills from the heap, and takes the slow
   // path (limits, retries, the failure reason) only if that fails.
-  void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr);
+  // `sc` >= 0: in that class (an aligned one).
+  void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr,
+                     int sc = -1);
+  // The static entry was filled for this `attr`, by this allocator, for the thread's
+  // current heap.
+  bool static_entry_valid(const malloc_front::Entry& e, const ObMemAttr& attr) const {
+    return e.label == reinterpret_cast<const char*>(&attr) && e.allocator_id == id_ &&
+           e.heap_epoch == object_set_tls::heap_epoch;
+  }
   void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
   // alloc_slow, then the static entry from the table's entry it filled.
   void* alloc_static_slow(int64_t size, const ObMemAttr& attr);

@@ -78,7 +78,12 @@ class ThreadHeap {
   // other paths are tail calls saves no registers. `in_use_header` is
   // make_header(IN_USE, label, 0), precomputed by the caller.
   __attribute__((always_inline)) void* alloc_object_fast(int64_t size, uint64_t in_use_header) {
-    void* p = pop(size_class_of(size));
+    return alloc_object_fast_in(size_class_of(size), size, in_use_header);
+  }
+  // The same in class sc, which holds `size` (an aligned class, say).
+  __attribute__((always_inline)) void* alloc_object_fast_in(int sc, int64_t size,
+                                                            uint64_t in_use_header) {
+    void* p = pop(sc);
     if (p != nullptr) init_object(p, size, in_use_header);
     return p;
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "alloc/object/label.h"
 #include "alloc/object/malloc_allocator.h"
@@ -116,6 +117,34 @@ TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
     other.flush_thread_caches();
   }
   for (void* x : {p, q, r, s}) ObMallocAllocator::free(x);
+  a.flush_thread_caches();
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+// An allocation aligned to a cache line takes the static entry too, in an aligned class,
+// across slab refills, and only for the attr and heap the entry was filled for.
+TEST_F(MallocFrontTest, TheStaticEntryServesCacheLineAlignedAllocationsOfItsAttr) {
+  ObMallocAllocator a(mgr_);
+  std::vector<void*> held;
+  held.push_back(a.alloc_static(100, STATIC_A));
+  // 300 objects of a 192-byte slot: more than one 16 KiB slab.
+  for (int i = 0; i < 300; ++i) {
+    void* p = a.alloc_align(64, 150, STATIC_A);
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << i;
+    ASSERT_EQ(ObMallocAllocator::get_size(p), 150);
+    held.push_back(p);
+  }
+  EXPECT_EQ(count_of(a, "static_a"), 301);
+  held.push_back(a.alloc_align(64, 150, STATIC_B));  // another attr: not A's entry
+  EXPECT_EQ(count_of(a, "static_b"), 1);
+  a.flush_thread_caches();  // the heap the entry names is gone
+  void* p = a.alloc_align(32, 40, STATIC_A);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 32, 0u);
+  EXPECT_EQ(count_of(a, "static_a"), 302);
+  held.push_back(p);
+  for (void* x : held) ObMallocAllocator::free(x);
   a.flush_thread_caches();
   EXPECT_EQ(mgr_.get_used(), 0);
 }
