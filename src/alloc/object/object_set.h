@@ -332,15 +332,19 @@ __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   return block;
 }
 
+// The canary's line is known only from the header, so it would be a second miss after
+// the header's. The class bounds where it is: fetch both ends at once.
+__attribute__((always_inline)) inline void prefetch_tail_bounds(void* ptr, int sc) {
+  __builtin_prefetch(static_cast<char*>(ptr) + class_slot_size(sc) - AOBJECT_META_SIZE);
+  __builtin_prefetch(static_cast<char*>(ptr) + class_tail_min(sc));
+}
+
 inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
   ABlock* block = object_span_fast(ptr);
   if (block == nullptr) return -1;
   const int sc = slab_of(block)->sc_;
   if (sc >= SIZE_CLASS_COUNT) return -1;  // a big object, a heap or a lent span
-  // The canary's line is known only from the header: fetch the class's bounds for it
-  // alongside the header's, so the two misses overlap.
-  __builtin_prefetch(static_cast<char*>(ptr) + class_slot_size(sc) - AOBJECT_META_SIZE);
-  __builtin_prefetch(static_cast<char*>(ptr) + class_tail_min(sc));
+  prefetch_tail_bounds(ptr, sc);
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::IN_USE) return -1;
   const int64_t capacity = class_slot_size(sc) - AOBJECT_META_SIZE;
@@ -373,10 +377,8 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
   }
   const int sc = slab->sc_;
   if (sc >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
-  // An object another core wrote: the canary's line, known only from the header, would be
-  // a second miss after it. The class bounds where it is: fetch both ends at once.
-  __builtin_prefetch(static_cast<char*>(ptr) + class_slot_size(sc) - AOBJECT_META_SIZE);
-  __builtin_prefetch(static_cast<char*>(ptr) + class_tail_min(sc));
+  // An object another core wrote: its header and canary are both likely misses.
+  prefetch_tail_bounds(ptr, sc);
   if (!checked()) return false;
   free_slow(ptr, block, slab);
   return true;
