@@ -12,6 +12,14 @@
 extern "C" {
 #endif
 
+/* None of the malloc family throws: C++ callers (operator new and delete) then reach it
+ * by a tail call, with no unwinding frame. */
+#if defined(__GNUC__)
+#define ACHUNK_NOTHROW __attribute__((__nothrow__))
+#else
+#define ACHUNK_NOTHROW
+#endif
+
 /* Same contracts as glibc's: NULL with errno ENOMEM on failure, malloc(0) is a unique
  * pointer, realloc(p, 0) frees p and returns NULL, posix_memalign returns EINVAL for an
  * alignment that is not a power-of-two multiple of sizeof(void*), aligned_alloc sets
@@ -19,19 +27,19 @@ extern "C" {
  * others up). Sizes up to 32 TiB, any power-of-two alignment up to 1 TiB; above, ENOMEM.
  * free and malloc_usable_size of a pointer achunk did not hand out (static, stack,
  * foreign memory, inside an object, already freed) print one line naming it and abort. */
-void* achunk_malloc(size_t size);
-void achunk_free(void* ptr);
-void* achunk_calloc(size_t count, size_t size);
-void* achunk_realloc(void* ptr, size_t size);
-void* achunk_reallocarray(void* ptr, size_t count, size_t size);
-void* achunk_memalign(size_t alignment, size_t size);
-int achunk_posix_memalign(void** out, size_t alignment, size_t size);
-void* achunk_aligned_alloc(size_t alignment, size_t size);
-void* achunk_valloc(size_t size);
-void* achunk_pvalloc(size_t size);
-size_t achunk_malloc_usable_size(void* ptr);
-void achunk_free_sized(void* ptr, size_t size);
-void achunk_free_aligned_sized(void* ptr, size_t alignment, size_t size);
+void* achunk_malloc(size_t size) ACHUNK_NOTHROW;
+void achunk_free(void* ptr) ACHUNK_NOTHROW;
+void* achunk_calloc(size_t count, size_t size) ACHUNK_NOTHROW;
+void* achunk_realloc(void* ptr, size_t size) ACHUNK_NOTHROW;
+void* achunk_reallocarray(void* ptr, size_t count, size_t size) ACHUNK_NOTHROW;
+void* achunk_memalign(size_t alignment, size_t size) ACHUNK_NOTHROW;
+int achunk_posix_memalign(void** out, size_t alignment, size_t size) ACHUNK_NOTHROW;
+void* achunk_aligned_alloc(size_t alignment, size_t size) ACHUNK_NOTHROW;
+void* achunk_valloc(size_t size) ACHUNK_NOTHROW;
+void* achunk_pvalloc(size_t size) ACHUNK_NOTHROW;
+size_t achunk_malloc_usable_size(void* ptr) ACHUNK_NOTHROW;
+void achunk_free_sized(void* ptr, size_t size) ACHUNK_NOTHROW;
+void achunk_free_aligned_sized(void* ptr, size_t alignment, size_t size) ACHUNK_NOTHROW;
 
 /* Options by name ("memory_chunk_cache_size", "2M"): 0 on success; -1 with the reason
  * in err (NUL-terminated) for a bad name or value, changing nothing. */

@@ -205,6 +205,7 @@ void fork_child() {
     g_release_thread_masked.store(-1, std::memory_order_relaxed);
     g_release_thread_restart.store(true, std::memory_order_relaxed);
     global_detail::malloc_allocator.store(nullptr, std::memory_order_release);
+    global_detail::malloc_allocator_id.store(0, std::memory_order_relaxed);
   }
   fork_parent();
 }
@@ -315,12 +316,14 @@ AChunkMgr& global_chunk_mgr() {
 }
 namespace global_detail {
 std::atomic<ObMallocAllocator*> malloc_allocator{nullptr};
+std::atomic<uint32_t> malloc_allocator_id{0};
 
 ObMallocAllocator& create_and_get_malloc_allocator() {
   Globals& g = globals();
   // The process's first allocation (or a forked child's): published before the thread
   // starts, so pthread_create's own allocations take the ordinary path.
   malloc_allocator.store(&g.malloc_allocator, std::memory_order_release);
+  malloc_allocator_id.store(g.malloc_allocator.id(), std::memory_order_relaxed);
   g_release_thread_restart.store(false, std::memory_order_relaxed);
   start_release_thread();
   return g.malloc_allocator;

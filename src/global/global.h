@@ -16,6 +16,9 @@ namespace achunk {
 namespace global_detail {
 // Set once the globals exist; read on every ob_malloc, so the accessor is a load.
 extern std::atomic<ObMallocAllocator*> malloc_allocator;
+// Its id() while it is published, else 0: the drop-in malloc's hit checks the thread's
+// entry against it without reading the allocator (MallocShim::malloc_fast).
+extern std::atomic<uint32_t> malloc_allocator_id;
 ObMallocAllocator& create_and_get_malloc_allocator();
 }  // namespace global_detail
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "achunk/achunk.h"
 #include "achunk/achunk.hpp"
 #include "alloc/object/object_set.h"
 #include "context/memory_context.h"
@@ -295,18 +296,20 @@ TEST_F(ForkTest, ChildThreadsNeverTakeADeadParentThreadsMarker) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "a child thread took a dead parent thread's marker";
 }
 
-// A child of a process with a release thread starts its own on its first allocation.
-TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstAllocation) {
-  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
+// Forks a process whose release thread runs; the child checks it has none until
+// `allocate` makes its first allocation, which must start its own.
+template <typename F>
+void expect_child_starts_release_thread(F allocate) {
   char err[64];
   ASSERT_TRUE(set_option("release_interval_ms", "100000", err, sizeof(err))) << err;
   start_release_thread();
   while (release_thread_signals_blocked() < 0) sched_yield();
+  allocate();  // in the parent too, so the forking thread's caches are filled
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(20);  // no release thread in the child: the wait below never ends
     if (release_thread_signals_blocked() != -1) _exit(2);
-    ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_release")));
+    allocate();
     while (release_thread_signals_blocked() != 1) sched_yield();
     _exit(0);
   }
@@ -315,6 +318,23 @@ TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstAllocation) {
   ASSERT_TRUE(WIFEXITED(status)) << "the child's release thread never ran";
   EXPECT_EQ(WEXITSTATUS(status), 0);
   ASSERT_TRUE(set_option("release_interval_ms", "0", err, sizeof(err)));
+}
+
+// A child of a process with a release thread starts its own on its first allocation.
+TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstAllocation) {
+  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
+  expect_child_starts_release_thread(
+      [] { ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_release"))); });
+}
+
+// The same through the drop-in malloc, whose hit never reads the allocator: the forking
+// thread's front entry, filled in the parent, must not serve the child's first malloc.
+TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstMallocHitToo) {
+  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
+  expect_child_starts_release_thread([] {
+    achunk_free(achunk_malloc(100));
+    achunk_free(achunk_malloc(100));  // a hit, once the entry is filled
+  });
 }
 
 }  // namespace

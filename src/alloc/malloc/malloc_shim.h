@@ -19,7 +19,13 @@ class MallocShim {
  public:
   explicit MallocShim(ObMallocAllocator& allocator) : allocator_(allocator) {}
 
-  // Inline: the drop-in malloc's every allocation starts here.
+  // The drop-in malloc's hit, inline: a small object from the calling thread's entry of
+  // the allocator whose id() is `allocator_id`, with no call. nullptr when it is not a
+  // hit; malloc() then serves the request.
+  __attribute__((always_inline)) static void* malloc_fast(uint32_t allocator_id, size_t size) {
+    return ObMallocAllocator::alloc_static_fast(allocator_id, static_cast<int64_t>(size),
+                                                GLIBC_ATTR);
+  }
   void* malloc(size_t size) {
     if (size > static_cast<size_t>(OBJECT_MAX_SIZE)) return fail_enomem();
     void* p = allocator_.alloc_static(static_cast<int64_t>(size), GLIBC_ATTR);

@@ -102,7 +102,6 @@ void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const
                           heap,
                           attr.ctx_id_,
                           id_,
-                          object_set_tls::heap_epoch,
                           make_header(ObjectState::IN_USE, label, 0)};
 }
 
@@ -208,8 +207,7 @@ void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) 
       malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_);
   // Filled just now unless the object was big or the label unreadable.
   if (p != nullptr && e.label == attr.label_ && e.allocator_id == id_ &&
-      e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_ &&
-      e.heap_epoch == object_set_tls::heap_epoch) {
+      e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_) {
     malloc_front::static_entry() = e;
     malloc_front::static_entry().label = reinterpret_cast<const char*>(&attr);
   }
@@ -369,7 +367,7 @@ void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAtt
     const int sc = aligned_size_class(size);
     const malloc_front::Entry& e = malloc_front::static_entry();
     void* p = nullptr;
-    if (static_entry_valid(e, attr)) {
+    if (static_entry_valid(e, attr, id_)) {
       p = e.heap->alloc_object_fast_in(sc, size, e.in_use_header);
       if (p != nullptr) return p;
       p = alloc_refill(*e.heap, header_label(e.in_use_header), size, attr, sc);

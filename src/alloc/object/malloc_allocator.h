@@ -32,7 +32,7 @@ class ObMallocAllocator {
     // Entries are filled only for non-null labels that were readable, so the same pointer
     // can be read without the checks; equal bytes then mean the text did not change.
     if (e.label == attr.label_ && e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ &&
-        e.ctx_id == attr.ctx_id_ && e.heap_epoch == object_set_tls::heap_epoch &&
+        e.ctx_id == attr.ctx_id_ &&
         static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
       uint64_t bytes[2];
       read_label_bytes_unchecked(attr.label_, bytes);
@@ -45,16 +45,29 @@ class ObMallocAllocator {
   }
   // alloc() for an `attr` of static storage that never changes, nor does its label's text
   // (the drop-in malloc's): a thread's repeated allocation hits an entry of its own, which
-  // checks only the allocator, the heap epoch and the size.
+  // checks only the allocator and the size.
   void* alloc_static(int64_t size, const ObMemAttr& attr) {
     const malloc_front::Entry& e = malloc_front::static_entry();
-    if (static_entry_valid(e, attr) &&
+    if (static_entry_valid(e, attr, id_) &&
         static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
       if (void* p = e.heap->alloc_object_fast(size, e.in_use_header)) return p;
       return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
     }
     return alloc_static_slow(size, attr);
   }
+  // alloc_static's hit alone, for the allocator whose id() is `allocator_id`, with no call
+  // and no read of the allocator: nullptr when it is not a hit or the slab ran dry.
+  __attribute__((always_inline)) static void* alloc_static_fast(uint32_t allocator_id, int64_t size,
+                                                                const ObMemAttr& attr) {
+    const malloc_front::Entry& e = malloc_front::static_entry();
+    if (static_entry_valid(e, attr, allocator_id) &&
+        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+      return e.heap->alloc_object_fast(size, e.in_use_header);
+    }
+    return nullptr;
+  }
+  // Unique per instance, never 0.
+  uint32_t id() const { return id_; }
   // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns
   // nullptr. On failure returns nullptr and leaves `ptr` untouched.
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
@@ -113,11 +126,11 @@ class ObMallocAllocator {
   // `sc` >= 0: in that class (an aligned one).
   void* alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size, const ObMemAttr& attr,
                      int sc = -1);
-  // The static entry was filled for this `attr`, by this allocator, for the thread's
-  // current heap.
-  bool static_entry_valid(const malloc_front::Entry& e, const ObMemAttr& attr) const {
-    return e.label == reinterpret_cast<const char*>(&attr) && e.allocator_id == id_ &&
-           e.heap_epoch == object_set_tls::heap_epoch;
+  // The static entry was filled for this `attr` by the allocator `allocator_id` (a heap
+  // given back empties every entry of its thread).
+  static bool static_entry_valid(const malloc_front::Entry& e, const ObMemAttr& attr,
+                                 uint32_t allocator_id) {
+    return e.label == reinterpret_cast<const char*>(&attr) && e.allocator_id == allocator_id;
   }
   void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
   // alloc_slow, then the static entry from the table's entry it filled.

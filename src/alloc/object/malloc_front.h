@@ -2,8 +2,8 @@
 // (allocator, tenant, ctx, label), the thread's heap and the label's id, so a repeated
 // allocation skips the tenant directory, the label table and the heap lookup. An entry
 // is trusted only while nothing it names can have changed: the allocator by its
-// instance id, the heap by this thread's heap epoch (bumped whenever the thread gives a
-// heap back), the label by the 16 bytes found at its pointer. Never allocates.
+// instance id, the label by the 16 bytes found at its pointer; the heap because a thread
+// that gives a heap back empties all its entries (ObjectSet::flush_thread_heap). Never allocates.
 // Depends on thread_state.h (the entries), object_set.h and label.h.
 #pragma once
 

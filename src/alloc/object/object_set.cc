@@ -20,7 +20,6 @@ const void* init_thread_marker() {
   thread_marker = reinterpret_cast<uintptr_t>(&thread_marker) | (gen << 48);
   return reinterpret_cast<const void*>(thread_marker);
 }
-ACHUNK_TLS uint32_t heap_epoch;
 std::atomic<uint32_t> generation[MAX_SETS];
 }  // namespace object_set_tls
 
@@ -44,7 +43,6 @@ void on_thread_exit(void*) {
     ThreadHeap* heap = state.heaps[i];
     if (heap == nullptr) continue;
     state.heaps[i] = nullptr;
-    ++object_set_tls::heap_epoch;
     if (state.heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
     if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
   }
@@ -117,8 +115,11 @@ ThreadHeap* ObjectSet::create_heap() {
 
 void ObjectSet::flush_thread_heap() {
   if (ThreadHeap* heap = existing_heap()) {
-    thread_state().heaps[index_] = nullptr;
-    ++object_set_tls::heap_epoch;
+    ThreadState& state = thread_state();
+    state.heaps[index_] = nullptr;
+    // Front entries may name the heap: the thread forgets them all (a rare call), so a
+    // hit needs no check that its heap is still the thread's.
+    for (malloc_front::Entry& e : state.entries) e.allocator_id = 0;
     abandon(heap);
     return;
   }

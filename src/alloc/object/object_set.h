@@ -316,17 +316,23 @@ __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   AChunk* chunk = AChunk::ptr2chunk(ptr);
   if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return nullptr;
   // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
-  // header is inside the chunk's block area.
-  const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<char*>(header_of(ptr)) -
-                                                static_cast<char*>(chunk->data()));
-  if (offset >= static_cast<uint64_t>(BLOCKS_PER_CHUNK * ABLOCK_SIZE)) return nullptr;
-  const int at = static_cast<int>(offset / ABLOCK_SIZE);
-  const int head = BlockSet::span_head(chunk, at);
-  if (head < 0) return nullptr;
-  ABlock* block = chunk_block(chunk, head);
+  // header is inside the chunk's block area. Unsigned, so a header before it wraps past
+  // the end: one test each for the area and for a distance reaching before the chunk.
+  const uint64_t at =
+      (reinterpret_cast<uintptr_t>(header_of(ptr)) - reinterpret_cast<uintptr_t>(chunk->data())) /
+      ABLOCK_SIZE;
+  if (at >= static_cast<uint64_t>(BLOCKS_PER_CHUNK)) return nullptr;
+  ABlock* blocks = chunk_block(chunk, 0);
+  // BlockSet::span_head, inlined: a non-head block of an in-use span holds minus its
+  // distance to the head.
+  const int64_t to_head = blocks[at].nblocks_;
+  const uint64_t back = to_head < 0 ? static_cast<uint64_t>(-to_head) : 0;
+  if (back > at) return nullptr;
+  ABlock* block = blocks + (at - back);
   // An in-use span that reaches the header's block (stale distances inside free spans
   // can name a head whose span ends before it).
-  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) || head + block->nblocks_ <= at) {
+  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) ||
+      block->nblocks_ <= static_cast<int64_t>(back)) {
     return nullptr;
   }
   return block;

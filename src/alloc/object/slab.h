@@ -18,7 +18,7 @@ namespace achunk {
 class ThreadHeap;
 
 // The per-set generations a thread's heap pointers (ThreadState::heaps) are checked
-// against, the thread's identity and its heap epoch. Declared here so the lookups inline
+// against and the thread's identity. Declared here so the lookups inline
 // into the allocation and free paths.
 namespace object_set_tls {
 extern std::atomic<uint32_t> generation[MAX_SETS];
@@ -29,9 +29,6 @@ extern std::atomic<uint32_t> generation[MAX_SETS];
 // keeps it from matching that thread's slabs. A slab records its owner by it, so a free
 // recognises its own thread's slab without finding the heap first.
 extern ACHUNK_TLS uintptr_t thread_marker;
-// Bumped each time the thread gives one of its heaps back: a cached heap pointer taken
-// under an older epoch may be gone.
-extern ACHUNK_TLS uint32_t heap_epoch;
 // Bumped in a forked child (ObjectSet::on_fork_child).
 extern std::atomic<uint32_t> fork_generation;
 const void* init_thread_marker();

@@ -32,8 +32,7 @@ struct alignas(64) Entry {
   uint64_t tenant_id;
   ThreadHeap* heap;
   int32_t ctx_id;
-  uint32_t allocator_id;  // 0: empty
-  uint32_t heap_epoch;
+  uint32_t allocator_id;  // 0: empty; so is every entry after the thread gives a heap back
   // make_header(IN_USE, label id, 0): an object's header is this or its size.
   uint64_t in_use_header;
 };
