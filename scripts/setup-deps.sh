@@ -10,7 +10,9 @@ PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libab
   clang-14 libclang-rt-14-dev
   # bench/workloads/run.sh: the peer allocators it preloads, /usr/bin/time, the chart
   # (gnuplot also draws achunk-dump --plot).
-  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time gnuplot-nox "$@")
+  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time gnuplot-nox
+  # bench/workloads/instructions.sh: instruction counts of the fast paths.
+  valgrind "$@")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

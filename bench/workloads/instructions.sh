@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Instructions per malloc and per free on the same-thread patterns (pairs, classes),
+# counted by callgrind under glibc, jemalloc, tcmalloc, mimalloc and achunk. Unlike a
+# time on a shared VM, the count is the same every run, so a fast path's cost can be
+# checked against a target. Only the instructions inside malloc and free (and what they
+# call) are counted; each pattern runs at two scales and the difference is divided by the
+# difference in calls, so start-up and first-call set-up cancel out.
+#
+# Usage: bench/workloads/instructions.sh [build-dir]   (default: build)
+#   EXTRA="name=/path/to/lib.so ..."  more allocators to count (e.g. another achunk build)
+# Prints a Markdown table: instructions per malloc / per free, and the pair's total.
+set -euo pipefail
+
+build=${1:-build}
+bin="$build/bench/achunk_workloads"
+[[ -x $bin ]] || { echo "instructions.sh: $bin not built" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind missing (scripts/setup-deps.sh)" >&2; exit 1; }
+
+lib() {
+  local path
+  path=$(/sbin/ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }')
+  [[ -n $path ]] || { echo "instructions.sh: $1 not installed (scripts/setup-deps.sh)" >&2; exit 1; }
+  echo "$path"
+}
+
+names=(glibc jemalloc tcmalloc mimalloc achunk)
+libs=("" "$(lib libjemalloc.so.2)" "$(lib libtcmalloc_minimal.so.4)" "$(lib libmimalloc.so.2)"
+  "$build/libachunk_malloc.so")
+for e in ${EXTRA:-}; do
+  names+=("${e%%=*}")
+  libs+=("${e#*=}")
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Calls of malloc (and of free) a pattern makes at `scale`, from achunk_workloads.cc:
+# pairs: 9 sizes x 8 objects per round; classes: 35 sizes per round; 100,000 rounds at 1.
+calls() {
+  local per_round
+  case $1 in
+    pairs) per_round=72 ;;
+    classes) per_round=35 ;;
+  esac
+  awk -v s="$2" -v k="$per_round" 'BEGIN { r = int(100000 * s); if (r < 1) r = 1; print r * k }'
+}
+
+# Instructions executed inside `fn` (inclusive) for one run.
+count() {
+  local preload=$1 fn=$2 pattern=$3 scale=$4 out="$tmp/cg.out"
+  LD_PRELOAD=$preload valgrind --tool=callgrind --callgrind-out-file="$out" \
+    --collect-atstart=no --toggle-collect="$fn" "$bin" "$pattern" "$scale" >/dev/null 2>&1
+  awk '/^summary:/ { print $2 }' "$out"
+}
+
+echo "| allocator | pairs: malloc | pairs: free | pairs: both | classes: malloc | classes: free | classes: both |"
+echo "|---|---|---|---|---|---|---|"
+for i in "${!names[@]}"; do
+  row="| ${names[$i]} |"
+  for pattern in pairs classes; do
+    both=0
+    for fn in malloc free; do
+      lo=$(count "${libs[$i]}" "$fn" "$pattern" 0.02)
+      hi=$(count "${libs[$i]}" "$fn" "$pattern" 0.04)
+      per=$(awk -v a="$lo" -v b="$hi" -v ca="$(calls "$pattern" 0.02)" \
+        -v cb="$(calls "$pattern" 0.04)" 'BEGIN { printf "%.1f", (b - a) / (cb - ca) }')
+      both=$(awk -v x="$both" -v y="$per" 'BEGIN { printf "%.1f", x + y }')
+      row+=" $per |"
+    done
+    row+=" $both |"
+  done
+  echo "$row"
+done
