@@ -39,7 +39,7 @@ void write_all(int fd, const char* p, int64_t n) {
 }
 
 __attribute__((noinline)) void* malloc_slow(size_t size) {
-  return shim().malloc(size);
+  return shim().malloc_miss(size);
 }
 
 int64_t clipped(int64_t needed) {

@@ -31,6 +31,12 @@ class MallocShim {
     void* p = allocator_.alloc_static(static_cast<int64_t>(size), GLIBC_ATTR);
     return p != nullptr ? p : fail_enomem();
   }
+  // malloc() once malloc_fast() returned nullptr: no second try of the hit.
+  void* malloc_miss(size_t size) {
+    if (size > static_cast<size_t>(OBJECT_MAX_SIZE)) return fail_enomem();
+    void* p = allocator_.alloc_static_miss(static_cast<int64_t>(size), GLIBC_ATTR);
+    return p != nullptr ? p : fail_enomem();
+  }
   static void free(void* ptr) { ObMallocAllocator::free(ptr); }
   void* calloc(size_t count, size_t size);
   void* realloc(void* ptr, size_t size);

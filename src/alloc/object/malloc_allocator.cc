@@ -201,6 +201,15 @@ void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t 
   return alloc_slow(size, attr, 0, sc);
 }
 
+void* ObMallocAllocator::alloc_static_miss(int64_t size, const ObMemAttr& attr) {
+  const malloc_front::Entry& e = malloc_front::static_entry();
+  if (static_entry_valid(e, attr, id_) &&
+      static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+    return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
+  }
+  return alloc_static_slow(size, attr);
+}
+
 void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) {
   void* p = alloc_slow(size, attr);
   const malloc_front::Entry& e =

@@ -47,14 +47,12 @@ class ObMallocAllocator {
   // (the drop-in malloc's): a thread's repeated allocation hits an entry of its own, which
   // checks only the allocator and the size.
   void* alloc_static(int64_t size, const ObMemAttr& attr) {
-    const malloc_front::Entry& e = malloc_front::static_entry();
-    if (static_entry_valid(e, attr, id_) &&
-        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
-      if (void* p = e.heap->alloc_object_fast(size, e.in_use_header)) return p;
-      return alloc_refill(*e.heap, header_label(e.in_use_header), size, attr);
-    }
-    return alloc_static_slow(size, attr);
+    if (void* p = alloc_static_fast(id_, size, attr)) return p;
+    return alloc_static_miss(size, attr);
   }
+  // alloc_static once its hit (alloc_static_fast) returned nullptr: a refill when the
+  // entry is this attr's and the slab ran dry, else the slow path.
+  void* alloc_static_miss(int64_t size, const ObMemAttr& attr);
   // alloc_static's hit alone, for the allocator whose id() is `allocator_id`, with no call
   // and no read of the allocator: nullptr when it is not a hit or the slab ran dry.
   __attribute__((always_inline)) static void* alloc_static_fast(uint32_t allocator_id, int64_t size,
