@@ -11,25 +11,13 @@
 # Prints a Markdown table: instructions per malloc / per free, and the pair's total.
 set -euo pipefail
 
-build=${1:-build}
+build=$(cd "${1:-build}" && pwd)
 bin="$build/bench/achunk_workloads"
 [[ -x $bin ]] || { echo "instructions.sh: $bin not built" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind missing (scripts/setup-deps.sh)" >&2; exit 1; }
 
-lib() {
-  local path
-  path=$(/sbin/ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }')
-  [[ -n $path ]] || { echo "instructions.sh: $1 not installed (scripts/setup-deps.sh)" >&2; exit 1; }
-  echo "$path"
-}
-
-names=(glibc jemalloc tcmalloc mimalloc achunk)
-libs=("" "$(lib libjemalloc.so.2)" "$(lib libtcmalloc_minimal.so.4)" "$(lib libmimalloc.so.2)"
-  "$build/libachunk_malloc.so")
-for e in ${EXTRA:-}; do
-  names+=("${e%%=*}")
-  libs+=("${e#*=}")
-done
+# shellcheck source=allocators.sh
+source "$(dirname "$0")/allocators.sh"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -60,8 +48,8 @@ for i in "${!names[@]}"; do
   for pattern in pairs classes; do
     both=0
     for fn in malloc free; do
-      lo=$(count "${libs[$i]}" "$fn" "$pattern" 0.02)
-      hi=$(count "${libs[$i]}" "$fn" "$pattern" 0.04)
+      lo=$(count "${preload[$i]}" "$fn" "$pattern" 0.02)
+      hi=$(count "${preload[$i]}" "$fn" "$pattern" 0.04)
       per=$(awk -v a="$lo" -v b="$hi" -v ca="$(calls "$pattern" 0.02)" \
         -v cb="$(calls "$pattern" 0.04)" 'BEGIN { printf "%.1f", (b - a) / (cb - ca) }')
       both=$(awk -v x="$both" -v y="$per" 'BEGIN { printf "%.1f", x + y }')

@@ -25,21 +25,8 @@ mkdir -p "$out"
 [[ -x $bin ]] || { echo "run.sh: $bin not built (ninja -C $build achunk_workloads)" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "run.sh: /usr/bin/time missing (scripts/setup-deps.sh)" >&2; exit 1; }
 
-# The peers' shared objects, found through the loader's cache.
-lib() {
-  local path
-  # No early exit in awk: ldconfig would die of SIGPIPE, and pipefail would stop the script.
-  path=$(/sbin/ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }')
-  [[ -n $path ]] || { echo "run.sh: $1 not installed (scripts/setup-deps.sh)" >&2; exit 1; }
-  echo "$path"
-}
-names=(glibc jemalloc tcmalloc mimalloc achunk)
-preload=("" "$(lib libjemalloc.so.2)" "$(lib libtcmalloc_minimal.so.4)" "$(lib libmimalloc.so.2)"
-  "$build/libachunk_malloc.so")
-for extra in ${EXTRA:-}; do
-  names+=("${extra%%=*}")
-  preload+=("${extra#*=}")
-done
+# shellcheck source=allocators.sh
+source "$root/bench/workloads/allocators.sh"
 n=${#names[@]}
 
 raw=$out/raw.tsv
