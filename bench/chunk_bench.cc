@@ -50,37 +50,15 @@ void BM_ChunkCacheHit(benchmark::State& state) {
 }
 BENCHMARK(BM_ChunkCacheHit)->Threads(1)->Threads(2)->UseRealTime();
 
-// The stats region's host for the chunk layer alone: region on, nothing above.
-class BenchStatsHost final : public StatsHost {
- public:
-  BenchStatsHost() { opts_.values[OPT_STATS_REGION] = 1; }
-  int64_t option_value(int id) override { return opts_.values[id]; }
-  SetResult try_set_option(int id, int64_t value) override {
-    opts_.values[id] = value;
-    return SetResult::OK;
-  }
-  int collect_ctx(stats::CtxRow*, int) override { return 0; }
-  void measure_usage(UsageScan* scan) override {
-    scan->nctx = 0;
-    scan->ntop = 0;
-  }
-  int64_t wash_spans(bool) override { return 0; }
-  bool housekeeping_running() override { return false; }
-  ThreadStatePoolStats thread_states() override { return {}; }
-
- private:
-  Options opts_;
-};
-
 // BM_ChunkCacheHit with a live stats region listening (refreshed every 100 ms from
 // free_chunk), to compare with the plain one in the same run.
 void BM_ChunkCacheHitRegion(benchmark::State& state) {
   static AChunkMgr* mgr = nullptr;
-  static BenchStatsHost* host = nullptr;
+  static ChunkOnlyStatsHost* host = nullptr;
   static StatsRegion* region = nullptr;
   if (state.thread_index() == 0) {
     mgr = new AChunkMgr(os(), clock());
-    host = new BenchStatsHost;
+    host = new ChunkOnlyStatsHost;
     region = new StatsRegion(os(), *mgr, *host);
     mgr->set_listener(region);
   }

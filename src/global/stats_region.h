@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "achunk/base/options.h"
 #include "achunk/chunk/achunk_mgr.h"
 #include "achunk/platform/os.h"
 #include "alloc/object/ctx_usage.h"
@@ -60,6 +61,30 @@ class StatsHost {
 
  protected:
   ~StatsHost() = default;
+};
+
+// A host for a chunk manager with nothing above it (benchmarks, tests of the region):
+// the region on, options kept in memory, no ctx, no spans, no housekeeping thread.
+class ChunkOnlyStatsHost final : public StatsHost {
+ public:
+  ChunkOnlyStatsHost() { opts_.values[OPT_STATS_REGION] = 1; }
+  int64_t option_value(int id) override { return opts_.values[id]; }
+  SetResult try_set_option(int id, int64_t value) override {
+    opts_.values[id] = value;
+    return SetResult::OK;
+  }
+  int collect_ctx(stats::CtxRow*, int) override { return 0; }
+  void measure_usage(UsageScan* scan) override {
+    scan->nctx = 0;
+    scan->ntop = 0;
+  }
+  int64_t wash_spans(bool) override { return 0; }
+  bool housekeeping_running() override { return false; }
+  ThreadStatePoolStats thread_states() override { return {}; }
+  const Options& options() const { return opts_; }
+
+ private:
+  Options opts_;
 };
 
 // The (tenant, ctx) rows of `allocator`, at most `cap`; returns how many. Lock-free.

@@ -17,25 +17,6 @@
 namespace achunk::testing {
 namespace {
 
-class NullHost final : public StatsHost {
- public:
-  NullHost() { opts.values[OPT_STATS_REGION] = 1; }
-  int64_t option_value(int id) override { return opts.values[id]; }
-  SetResult try_set_option(int id, int64_t v) override {
-    opts.values[id] = v;
-    return SetResult::OK;
-  }
-  int collect_ctx(stats::CtxRow*, int) override { return 0; }
-  void measure_usage(UsageScan* scan) override {
-    scan->nctx = 0;
-    scan->ntop = 0;
-  }
-  int64_t wash_spans(bool) override { return 0; }
-  bool housekeeping_running() override { return false; }
-  ThreadStatePoolStats thread_states() override { return {}; }
-  Options opts;
-};
-
 // A valid region's bytes, written by the real writer.
 class RegionReaderTest : public ChunkMgrTest {
  public:
@@ -52,7 +33,7 @@ class RegionReaderTest : public ChunkMgrTest {
     return reinterpret_cast<stats::FieldDesc*>(bytes_.data() + stats::FIELD_OFFSET)[i];
   }
 
-  NullHost host_;
+  ChunkOnlyStatsHost host_;
   StatsRegion writer_{os_, mgr_, host_};
   std::vector<unsigned char> bytes_;
 };
@@ -158,7 +139,7 @@ TEST_F(RegionReaderTest, AnUnansweredRequestTimesOutNamingReleaseInterval) {
   writer_.tick(clock_.now_us() + StatsRegion::REFRESH_US, false);
   const auto* c = reinterpret_cast<const stats::Control*>(writer_.bytes() + stats::CONTROL_OFFSET);
   EXPECT_EQ(c->resp_seq, c->req_seq);
-  EXPECT_EQ(host_.opts.values[OPT_SPAN_IDLE_MS], 5);
+  EXPECT_EQ(host_.options().values[OPT_SPAN_IDLE_MS], 5);
 }
 
 TEST(RegionOpenTest, NoSuchProcess) {
