@@ -55,12 +55,22 @@ constexpr bool is_aligned_class(int sc) {
 constexpr int64_t slab_lead(int sc) {
   return (is_aligned_class(sc) ? SLAB_ALIGN : 2 * AOBJECT_HEADER_SIZE) - AOBJECT_HEADER_SIZE;
 }
-// From a table: the allocation paths look a slot size up for every object they carve.
+// From a table: the allocation paths look a slot size up for every object they carve,
+// and another thread's free the canary's first possible byte.
 struct ClassSlotTable {
   int32_t slot[SIZE_CLASS_COUNT];
-  constexpr ClassSlotTable() : slot() {
-    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc)
+  // Where the canary of the class's smallest object starts, from its user pointer: one
+  // byte past the largest object of the class below (none below the first plain or
+  // aligned class).
+  int32_t tail_min[SIZE_CLASS_COUNT];
+  constexpr ClassSlotTable() : slot(), tail_min() {
+    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
       slot[sc] = static_cast<int32_t>(any_class_slot_formula(sc));
+      tail_min[sc] =
+          sc == 0 || sc == ALIGNED_CLASS_BASE
+              ? 1
+              : static_cast<int32_t>(any_class_slot_formula(sc - 1) - AOBJECT_META_SIZE + 1);
+    }
   }
 };
 inline constexpr ClassSlotTable CLASS_SLOT_TABLE{};
@@ -72,8 +82,10 @@ static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 // Where the canary of the class's smallest object starts, from its user pointer (the
 // largest object's is at class_slot_size(sc) - AOBJECT_META_SIZE).
 constexpr int64_t class_tail_min(int sc) {
-  return sc == 0 || sc == ALIGNED_CLASS_BASE ? 1 : class_slot_size(sc - 1) - AOBJECT_META_SIZE + 1;
+  return CLASS_SLOT_TABLE.tail_min[sc];
 }
+static_assert(class_tail_min(0) == 1 && class_tail_min(ALIGNED_CLASS_BASE) == 1);
+static_assert(class_tail_min(1) == class_slot_size(0) - AOBJECT_META_SIZE + 1);
 
 // A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots. Above,
 // it is the fewest whole 8 KiB blocks that hold at least 8 slots (1 above 8 KiB slots)
