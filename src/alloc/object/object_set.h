@@ -324,15 +324,16 @@ __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   if (at >= static_cast<uint64_t>(BLOCKS_PER_CHUNK)) return nullptr;
   ABlock* blocks = chunk_block(chunk, 0);
   // BlockSet::span_head, inlined: a non-head block of an in-use span holds minus its
-  // distance to the head.
+  // distance to the head. Without a branch: a random object is as often in a span's
+  // head block as not, and the load may miss.
   const int64_t to_head = blocks[at].nblocks_;
-  const uint64_t back = to_head < 0 ? static_cast<uint64_t>(-to_head) : 0;
-  if (back > at) return nullptr;
-  ABlock* block = blocks + (at - back);
+  const int64_t step = to_head & (to_head >> 63);  // to_head if negative, else 0
+  const int64_t head = static_cast<int64_t>(at) + step;
+  if (head < 0) return nullptr;
+  ABlock* block = blocks + head;
   // An in-use span that reaches the header's block (stale distances inside free spans
-  // can name a head whose span ends before it).
-  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) ||
-      block->nblocks_ <= static_cast<int64_t>(back)) {
+  // can name a head whose span ends before it): nblocks_ > at - head.
+  if (block->magic_ != (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE) || block->nblocks_ + step <= 0) {
     return nullptr;
   }
   return block;
