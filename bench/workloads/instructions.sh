@@ -8,6 +8,9 @@
 #
 # Usage: bench/workloads/instructions.sh [build-dir]   (default: build)
 #   EXTRA="name=/path/to/lib.so ..."  more allocators to count (e.g. another achunk build)
+#   ONLY="achunk ..."                 count only these
+#   LIMITS="malloc=N free=N"          exit 1 if achunk's count per malloc or per free, on
+#                                     either pattern, is above N (a test holds it there)
 # Prints a Markdown table: instructions per malloc / per free, and the pair's total.
 set -euo pipefail
 
@@ -43,7 +46,9 @@ count() {
 
 echo "| allocator | pairs: malloc | pairs: free | pairs: both | classes: malloc | classes: free | classes: both |"
 echo "|---|---|---|---|---|---|---|"
+failed=0
 for i in "${!names[@]}"; do
+  if [[ -n ${ONLY:-} && " $ONLY " != *" ${names[$i]} "* ]]; then continue; fi
   row="| ${names[$i]} |"
   for pattern in pairs classes; do
     both=0
@@ -54,8 +59,16 @@ for i in "${!names[@]}"; do
         -v cb="$(calls "$pattern" 0.04)" 'BEGIN { printf "%.1f", (b - a) / (cb - ca) }')
       both=$(awk -v x="$both" -v y="$per" 'BEGIN { printf "%.1f", x + y }')
       row+=" $per |"
+      for limit in ${LIMITS:-}; do
+        if [[ ${names[$i]} == achunk && ${limit%%=*} == "$fn" ]] &&
+          awk -v x="$per" -v m="${limit#*=}" 'BEGIN { exit !(x > m) }'; then
+          echo "instructions.sh: achunk's $fn on $pattern takes $per instructions, above $limit" >&2
+          failed=1
+        fi
+      done
     done
     row+=" $both |"
   done
   echo "$row"
 done
+exit "$failed"
