@@ -27,9 +27,8 @@ class MallocShim {
                                                 GLIBC_ATTR);
   }
   void* malloc(size_t size) {
-    if (size > static_cast<size_t>(OBJECT_MAX_SIZE)) return fail_enomem();
-    void* p = allocator_.alloc_static(static_cast<int64_t>(size), GLIBC_ATTR);
-    return p != nullptr ? p : fail_enomem();
+    if (void* p = malloc_fast(allocator_.id(), size)) return p;
+    return malloc_miss(size);
   }
   // malloc() once malloc_fast() returned nullptr: no second try of the hit.
   void* malloc_miss(size_t size) {
