@@ -83,10 +83,17 @@ void ObjectSet::zero_big(void* ptr, int64_t bytes) {
   std::memset(last, 0, static_cast<size_t>(end - last));
 }
 
-void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab) {
+void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash) {
   if (slab->sc_ == Slab::BIG) {
     free_span(block);
     return;
+  }
+  // A slab this thread let go when it filled: the object waits in the stash for this
+  // thread's next malloc of the class, and the slab stays out of every list.
+  if (may_stash &&
+      slab->owner_thread_.load(std::memory_order_relaxed) == disowned_by_this_thread()) {
+    ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
+    if (heap != nullptr && heap->stash_push(slab->sc_, ptr)) return;
   }
   // Another thread's slab (or a disowned one): a lock-free push its owner collects.
   // Acquire too: clearing REMOTE_NOTIFY hands the slab, as its disowner left it, on.

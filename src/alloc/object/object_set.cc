@@ -42,8 +42,11 @@ void on_thread_exit(void*) {
   for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
     ThreadHeap* heap = state.heaps[i];
     if (heap == nullptr) continue;
+    const bool live = state.heap_generation[i] == g_generation[i].load(std::memory_order_acquire);
+    // While the heap is still the thread's: the stashed objects go back into its slabs.
+    if (live) heap->unstash_all();
     state.heaps[i] = nullptr;
-    if (state.heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) continue;
+    if (!live) continue;
     if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
   }
   tl_thread_state = const_cast<ThreadState*>(&thread_state_detail::EMPTY);
@@ -115,6 +118,7 @@ ThreadHeap* ObjectSet::create_heap() {
 
 void ObjectSet::flush_thread_heap() {
   if (ThreadHeap* heap = existing_heap()) {
+    heap->unstash_all();
     ThreadState& state = thread_state();
     state.heaps[index_] = nullptr;
     // Front entries may name the heap: the thread forgets them all (a rare call), so a
@@ -154,16 +158,19 @@ bool ObjectSet::barrier_available() {
 
 int64_t ObjectSet::reclaim_idle_spares() {
   ABlock* chain = nullptr;
+  void* stolen = nullptr;  // stashed objects of idle heaps
   int64_t bytes = 0;
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
-    // Idle heaps with current slabs, held locked until one barrier covers them all.
+    // Idle heaps with current slabs or stashed objects, held locked until one barrier
+    // covers them all.
     ThreadHeap* held[HEAPS_PER_BARRIER];
     ABlock* unhooked[HEAPS_PER_BARRIER];
     int n = 0;
     auto take_held = [&] {
       const bool barrier = source_.process_barrier();
       for (int i = 0; i < n; ++i) {
+        stolen = held[i]->take_stash(barrier, stolen);
         chain = held[i]->take_emptied_current(unhooked[i], barrier, chain, &bytes);
         held[i]->lock_.unlock();
       }
@@ -172,11 +179,15 @@ int64_t ObjectSet::reclaim_idle_spares() {
     for (ThreadHeap* heap = heaps_; heap != nullptr; heap = heap->next_heap_) {
       // A heap whose lock is held is in a slow path: busy, not idle.
       if (!heap->lock_.try_lock()) continue;
-      const bool idle = heap->activity_ == heap->seen_activity_;
+      const uint64_t stash_ops = heap->stash_ops_.load(std::memory_order_relaxed);
+      const bool idle =
+          heap->activity_ == heap->seen_activity_ && stash_ops == heap->seen_stash_ops_;
       heap->seen_activity_ = heap->activity_;
+      heap->seen_stash_ops_ = stash_ops;
       if (idle) {
         chain = heap->give_up_spares(chain, &bytes);
-        if (ABlock* current = heap->unhook_current()) {
+        ABlock* current = heap->unhook_current();
+        if (heap->close_stash() || current != nullptr) {
           held[n] = heap;
           unhooked[n++] = current;
           if (n == HEAPS_PER_BARRIER) take_held();
@@ -196,6 +207,9 @@ int64_t ObjectSet::reclaim_idle_spares() {
     chain = next;
   }
   if (bytes > 0) spares_reclaimed_.fetch_add(bytes, std::memory_order_relaxed);
+  if (const int64_t n = ThreadHeap::release_stolen(stolen); n > 0) {
+    stash_reclaimed_.fetch_add(n, std::memory_order_relaxed);
+  }
   settle_ready();
   return bytes;
 }

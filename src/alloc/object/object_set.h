@@ -189,8 +189,9 @@ class ObjectSet {
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`. First
   // gives back the spares of heaps idle since the previous call (reclaim_idle_spares).
   int64_t wash_stale_spans(int64_t min_free_us);
-  // Gives back the empty spare slabs of every heap that made no slow-path call since the
-  // previous look and is not in one now; returns their bytes. Without it a thread that
+  // Gives back the empty spare slabs of every heap that made no slow-path or stash call
+  // since the previous look and is not in one now, and its stashed objects to their slabs
+  // (so those may empty); returns the spares' bytes. Without it a thread that
   // goes idle keeps its last emptied slabs (and their pages) for good. wash_stale_spans
   // (the housekeeping thread) calls it. Then settles the ready stacks (settle_ready).
   int64_t reclaim_idle_spares();
@@ -205,8 +206,10 @@ class ObjectSet {
   int64_t slabs_settled_empty() const {
     return slabs_settled_empty_.load(std::memory_order_relaxed);
   }
-  // Bytes of spares reclaim_idle_spares gave back so far.
+  // Bytes of spares reclaim_idle_spares gave back so far, and stashed objects it took
+  // from idle heaps back to their slabs.
   int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
+  int64_t stash_reclaimed() const { return stash_reclaimed_.load(std::memory_order_relaxed); }
   void abandon(ThreadHeap* heap);
 
  private:
@@ -236,8 +239,9 @@ class ObjectSet {
   // *zeroed (when given): see BlockSet::alloc_block.
   template <typename Init>
   ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr, int64_t head_align = 0);
-  // Big objects and frees onto another thread's slab.
-  static void free_slow(void* ptr, ABlock* block, Slab* slab);
+  // Big objects and frees onto another thread's slab (or one this thread disowned:
+  // stashed unless `may_stash` is false).
+  static void free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash = true);
 
   ChunkSource& source_;
   ObjectMgr mgr_;  // the block layer, sharded
@@ -249,6 +253,7 @@ class ObjectSet {
   std::atomic<int64_t> slabs_settled_{0};
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
+  std::atomic<int64_t> stash_reclaimed_{0};
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.
   SpinLock heaps_lock_;

@@ -80,15 +80,18 @@ void ThreadHeap::unlink_full(int sc, ABlock* block) {
   --full_count_[sc];
 }
 
-void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab) {
-  const int32_t used = slab->used_.load(std::memory_order_relaxed);
+void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab, void* p, bool may_stash) {
+  int32_t used = slab->used_.load(std::memory_order_relaxed);
   if (used != 0 && !slab->in_full_) return;
   // The slab is this thread's, so this thread's heap of the slab's set is alive.
   ThreadHeap* heap = ObjectSet::owner_of(block)->existing_heap();
   if (heap == nullptr) return;
+  if (used != 0 && may_stash && heap->stash_back(slab, p)) return;
+  // A stash that could not take p may have given older objects back to this slab.
+  used = slab->used_.load(std::memory_order_relaxed);
   if (used == 0) {
     heap->on_slab_empty(block, slab);
-  } else {
+  } else if (slab->in_full_) {
     heap->on_slab_unfull(block, slab);
   }
 }

@@ -5,9 +5,14 @@
 // into them stay plain stores); an older full slab is disowned (ObjectSet::disown) and
 // comes back through the set's ready stack. No slow path walks slabs without room.
 // Other threads compare a slab's owner with their own thread, never with a heap; the one
-// exception, another thread's look taking an idle heap's spares and emptied current
-// slabs, goes through the set's heap list and the heap's lock_, which the owner holds on
-// its slow paths only, and for a current slab through a handshake with the pops (pop).
+// exception, another thread's look taking an idle heap's spares, emptied current slabs
+// and stash, goes through the set's heap list and the heap's lock_, which the owner holds
+// on its slow paths only, and for a current slab or the stash through a handshake with
+// the pops (pop, enter_stash).
+// A free that would make a slab without free slots (full_ or disowned) partial again puts
+// the object on its class's stash instead, and a refill takes from the stash before any
+// slab: a thread replacing random objects of a large live set reuses its own frees
+// instead of handing slabs back and forth (jemalloc's tcache, at the slow path only).
 // Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
 
@@ -39,6 +44,16 @@ class ThreadHeap {
   // Full slabs per class a heap keeps owned; a free into one of them, by its thread, makes
   // it partial again without an atomic. Bounds what thread exit walks.
   static constexpr int FULL_SLABS_KEPT = 16;
+  // Bytes of freed objects a heap may stash per class (and at most STASH_MAX_COUNT
+  // objects); a class whose slot is larger has no stash. Past that, the stash gives its
+  // older half back to the slabs (unstash). All classes together hold at most about
+  // 430 KiB, which another thread's look takes back from an idle heap.
+  static constexpr int64_t STASH_BYTES = 8192;
+  static constexpr int STASH_MAX_COUNT = 64;
+  static constexpr int stash_cap(int sc) {
+    const int64_t n = STASH_BYTES / class_slot_size(sc);
+    return n > STASH_MAX_COUNT ? STASH_MAX_COUNT : static_cast<int>(n);
+  }
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
@@ -68,9 +83,11 @@ class ThreadHeap {
     popping_.store(false, std::memory_order_release);
     return p;
   }
-  // A free slot of class sc, refilling the current slab when needed, or nullptr.
+  // A free slot of class sc, from the stash when the current slab has none, refilling
+  // the current slab when needed, or nullptr.
   void* alloc(int sc) {
     if (void* p = pop(sc)) return p;
+    if (void* p = stash_pop(sc)) return p;
     return alloc_slow(sc);
   }
   // An object of `size` (<= SMALL_OBJECT_MAX) bytes with header and canary from the
@@ -97,8 +114,9 @@ class ThreadHeap {
     if (p != nullptr) init_object(p, size, make_header(ObjectState::IN_USE, label, 0));
     return p;
   }
-  // A free of an object on one of the calling thread's slabs.
-  static void free_local(ABlock* block, Slab* slab, void* p) {
+  // A free of an object on one of the calling thread's slabs; `may_stash` false when the
+  // object leaves the stash.
+  static void free_local(ABlock* block, Slab* slab, void* p, bool may_stash = true) {
     void* next = slab->local_free_;
     *static_cast<void**>(p) = next;
     slab->local_free_ = p;
@@ -107,7 +125,7 @@ class ThreadHeap {
     // the current slab stays as it is either way.
     if ((used == 0 || next == nullptr) && !slab->in_current_) {
       slab->used_.store(used, std::memory_order_relaxed);
-      slab_freed_slow(block, slab);
+      slab_freed_slow(block, slab, p, may_stash);
       return;
     }
     // Stored last (release): a thread that finds used_ 0 after the barrier knows this free
@@ -122,12 +140,52 @@ class ThreadHeap {
   uint64_t slabs_visited() const { return slabs_visited_; }
   // Disowned slabs this thread took back by freeing into them (take_back).
   uint64_t taken_back() const { return taken_back_; }
+  // Objects stashed so far, and stashed objects handed out again.
+  uint64_t stashed() const { return stashed_; }
+  uint64_t unstashed_reused() const { return stash_reused_; }
+  int stash_count(int sc) const { return stash_count_[sc].load(std::memory_order_relaxed); }
+
+  // The owner stashes a freed object (header FREE, still counted in its slab's used_) of
+  // class sc; false when the class has no stash, there is no barrier for the look, or the
+  // look is taking the stash now: the caller frees it into its slab.
+  bool stash_push(int sc, void* p);
+  // A stashed object of class sc, or nullptr.
+  void* stash_pop(int sc);
+  // The owner gives every stashed object back to its slab (before the thread lets the
+  // heap go).
+  void unstash_all();
 
  private:
   friend class ObjectSet;
   friend struct ThreadHeapTestPeer;  // holds popping_ up, as a pop stopped midway would
   void* alloc_slow(int sc);
-  static void slab_freed_slow(ABlock* block, Slab* slab);
+  static void slab_freed_slow(ABlock* block, Slab* slab, void* p, bool may_stash);
+  // The object p a free just listed as the only free slot of a full_ slab goes to the
+  // stash instead, the slab staying full; false (p left listed) when it cannot.
+  bool stash_back(Slab* slab, void* p);
+  // The stash handshake (see pop): false when the look is taking the stash.
+  bool enter_stash() {
+    popping_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return !stash_closed_.load(std::memory_order_relaxed);
+  }
+  void leave_stash() {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    popping_.store(false, std::memory_order_release);
+    stash_ops_.store(stash_ops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // Gives the older half of class sc's stash back to the slabs.
+  void unstash_half(int sc);
+  // Frees a chain of stashed objects (linked through their first word) into their slabs,
+  // as the owner: into its own slabs directly, into others' as a remote free.
+  static void unstash(void* chain);
+  // Another thread's look, under lock_: close_stash closes a stash holding objects (the
+  // owner's stash calls then fail); after the barrier, take_stash chains every stashed
+  // object onto `chain` unless a stash call is under way, and opens the stash again. The
+  // caller frees the chain with release_stolen once it holds no lock.
+  bool close_stash();
+  void* take_stash(bool barrier, void* chain);
+  static int64_t release_stolen(void* chain);
   void on_slab_unfull(ABlock* block, Slab* slab);
   static void init_object(void* p, int64_t size, uint64_t in_use_header) {
     store_header(p, in_use_header | static_cast<uint32_t>(size));
@@ -212,6 +270,17 @@ class ThreadHeap {
   uint64_t refills_ = 0;
   uint64_t slabs_visited_ = 0;
   uint64_t taken_back_ = 0;
+  uint64_t stashed_ = 0;
+  uint64_t stash_reused_ = 0;
+  // Per class, freed objects of slabs that had no free slot (linked through their first
+  // word, newest first) and their count. The owner's stash calls go through enter_stash;
+  // another thread's look takes them from an idle heap (take_stash).
+  std::atomic<void*> stash_[SIZE_CLASS_COUNT] = {};
+  std::atomic<uint8_t> stash_count_[SIZE_CLASS_COUNT] = {};
+  std::atomic<bool> stash_closed_{false};
+  // Stash calls so far (the owner's): the look counts them as activity, with activity_.
+  std::atomic<uint64_t> stash_ops_{0};
+  uint64_t seen_stash_ops_ = UINT64_MAX;
   // Empty slabs kept for the next refills, per class a stack (newest first), within the
   // budgets with the kept current slabs.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};

@@ -218,6 +218,26 @@ TEST_F(ObMallocTest, BadFreesAreReportedAndChangeNothing) {
   set_error_handler(previous);
 }
 
+// An object freed into a full slab waits in the thread's stash, its header FREE: freeing
+// it again is still a double free, and it counts as freed in the usage.
+TEST_F(ObMallocTest, ASecondFreeOfAStashedObjectIsADoubleFree) {
+  Captured::reports.clear();
+  ErrorHandler previous = set_error_handler(&Captured::handler);
+  const ObMemAttr attr(TENANT, "t_stashed");
+  // More than a slab of 64-byte objects: the first slab is full, off the current one.
+  std::vector<void*> objs;
+  for (int i = 0; i < 400; ++i) objs.push_back(alloc_->alloc(64, attr));
+  ObMallocAllocator::free(objs[0]);
+  EXPECT_EQ(usage_of("t_stashed").count, 399);
+  ObMallocAllocator::free(objs[0]);
+  ASSERT_EQ(Captured::reports.size(), 1u);
+  EXPECT_EQ(Captured::reports[0].first, ErrorKind::DOUBLE_FREE);
+  EXPECT_NE(Captured::reports[0].second.find("size=64 label=t_stashed"), std::string::npos);
+  set_error_handler(previous);
+  for (size_t i = 1; i < objs.size(); ++i) ObMallocAllocator::free(objs[i]);
+  EXPECT_EQ(usage_of("t_stashed").count, 0);
+}
+
 TEST_F(ObMallocTest, RandomOperationsAgainstAModel) {
   std::mt19937 rng(5);
   const char* labels[] = {"t_rand_a", "t_rand_b", "t_rand_c"};

@@ -259,28 +259,30 @@ uint64_t pending_frees(ABlock* block) {
 // they wait until the local slots are used, then are taken whole.
 TEST_F(SlabFlowTest, OtherThreadsFreesWaitUntilTheLocalSlotsRunOut) {
   ObjectSet set(source_);
-  std::vector<void*> objs = fill_one_slab(set);
+  // Eleven objects from the current slab, which has more slots carved.
+  std::vector<void*> objs;
+  for (int i = 0; i < 11; ++i) objs.push_back(set.alloc(100, 0));
   ABlock* first = BlockSet::ptr2block(header_of(objs[0]));
+  ASSERT_EQ(BlockSet::ptr2block(header_of(objs[10])), first);
   ObjectSet::free(objs[0]);  // a local slot
   std::thread([&] {
     for (int i = 1; i <= 10; ++i) ObjectSet::free(objs[i]);
   }).join();
   ASSERT_EQ(pending_frees(first), 10u);
   const int64_t used = set.span_used();
-  // Use up the second slab; the refill after it takes the first for its local slot.
-  void* p = nullptr;
-  for (int i = 0; i < 1000 && (p == nullptr || BlockSet::ptr2block(header_of(p)) != first); ++i) {
-    p = set.alloc(100, 0);
-    objs.push_back(p);
+  // The local slots go first, the freed one and the carved ones; the ten wait.
+  while (slab_of(first)->local_free_ != nullptr) {
+    objs.push_back(set.alloc(100, 0));
+    ASSERT_EQ(BlockSet::ptr2block(header_of(objs.back())), first);
   }
-  ASSERT_EQ(BlockSet::ptr2block(header_of(p)), first);
   EXPECT_EQ(pending_frees(first), 10u);
-  // The next allocation takes the ten, not a new slab.
+  // The next allocations take the ten, not new pages or a new slab.
   for (int i = 0; i < 10; ++i) {
     objs.push_back(set.alloc(100, 0));
     EXPECT_EQ(BlockSet::ptr2block(header_of(objs.back())), first);
   }
   EXPECT_EQ(pending_frees(first), 0u);
+  EXPECT_EQ(slab_of(first)->carved_.load(), slab_of(first)->used_.load());
   EXPECT_EQ(set.span_used(), used);
   for (size_t i = 11; i < objs.size(); ++i) ObjectSet::free(objs[i]);
   set.flush_thread_heap();

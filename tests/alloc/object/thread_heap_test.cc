@@ -3,65 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
 #include "support/chunk_mgr_fixture.h"
-
-namespace achunk {
-struct ThreadHeapTestPeer {
-  static void set_popping(ThreadHeap* heap, bool on) { heap->popping_.store(on); }
-};
-}  // namespace achunk
+#include "support/idle_thread.h"
+#include "support/thread_heap_peer.h"
 
 namespace achunk::testing {
 namespace {
 
 constexpr int64_t SLAB = 16 * 1024;  // the slab of every class up to 1 KiB
-
-// A thread that runs what it is given and waits, idle, between: its heaps stay alive
-// without a call, like a server thread waiting for work.
-class IdleThread {
- public:
-  IdleThread() : thread_([this] { loop(); }) {}
-  ~IdleThread() {
-    run(nullptr);
-    thread_.join();
-  }
-  // Runs f on the thread and waits for it; nullptr ends the thread.
-  void run(std::function<void()> f) {
-    std::unique_lock<std::mutex> lock(mu_);
-    job_ = std::move(f);
-    quit_ = !job_;
-    pending_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return !pending_ || quit_; });
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      cv_.wait(lock, [&] { return pending_; });
-      if (quit_) return;
-      job_();
-      pending_ = false;
-      cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::function<void()> job_;
-  bool pending_ = false;
-  bool quit_ = false;
-  std::thread thread_;
-};
 
 class ThreadHeapTest : public ChunkMgrTest {
  protected:

@@ -1,0 +1,160 @@
+// ThreadHeap's stash: per class, the freed objects of slabs that had no free slot, handed
+// out again before any refill, and given back to their slabs by the owner (a full stash,
+// thread exit) or by another thread's look at an idle heap.
+#include <atomic>
+
+#include "alloc/block/block_set.h"
+#include "alloc/object/object_set.h"
+
+namespace achunk {
+
+namespace {
+
+void* next_of(void* p) {
+  return *static_cast<void**>(p);
+}
+void set_next(void* p, void* next) {
+  *static_cast<void**>(p) = next;
+}
+
+}  // namespace
+
+bool ThreadHeap::stash_push(int sc, void* p) {
+  const int cap = stash_cap(sc);
+  // Without the barrier no other thread could take the stash of a heap gone idle.
+  if (cap == 0 || !keep_emptied_current_) return false;
+  if (stash_count_[sc].load(std::memory_order_relaxed) >= cap) unstash_half(sc);
+  const bool open = enter_stash();
+  if (open) {
+    set_next(p, stash_[sc].load(std::memory_order_relaxed));
+    stash_[sc].store(p, std::memory_order_relaxed);
+    stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+  }
+  leave_stash();
+  if (open) ++stashed_;
+  return open;
+}
+
+void* ThreadHeap::stash_pop(int sc) {
+  if (stash_count_[sc].load(std::memory_order_relaxed) == 0) return nullptr;
+  void* p = nullptr;
+  if (enter_stash()) {
+    p = stash_[sc].load(std::memory_order_relaxed);
+    if (p != nullptr) {
+      stash_[sc].store(next_of(p), std::memory_order_relaxed);
+      stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) - 1,
+                             std::memory_order_relaxed);
+    }
+  }
+  leave_stash();
+  if (p != nullptr) ++stash_reused_;
+  return p;
+}
+
+void ThreadHeap::unstash_half(int sc) {
+  void* older = nullptr;
+  if (enter_stash()) {
+    // The newest half stays: its lines are the warm ones.
+    const int keep = stash_count_[sc].load(std::memory_order_relaxed) / 2;
+    void* head = stash_[sc].load(std::memory_order_relaxed);
+    if (keep == 0) {
+      older = head;
+      stash_[sc].store(nullptr, std::memory_order_relaxed);
+    } else {
+      void* last = head;
+      for (int i = 1; i < keep; ++i) last = next_of(last);
+      older = next_of(last);
+      set_next(last, nullptr);
+    }
+    stash_count_[sc].store(static_cast<uint8_t>(keep), std::memory_order_relaxed);
+  }
+  leave_stash();
+  unstash(older);
+}
+
+void ThreadHeap::unstash_all() {
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    if (stash_count_[sc].load(std::memory_order_relaxed) == 0) continue;
+    void* list = nullptr;
+    if (enter_stash()) {
+      list = stash_[sc].load(std::memory_order_relaxed);
+      stash_[sc].store(nullptr, std::memory_order_relaxed);
+      stash_count_[sc].store(0, std::memory_order_relaxed);
+    }
+    leave_stash();
+    unstash(list);
+  }
+}
+
+void ThreadHeap::unstash(void* chain) {
+  while (chain != nullptr) {
+    void* p = chain;
+    chain = next_of(p);
+    // The slab may have changed hands since: disowned, then adopted by another heap.
+    ABlock* block = BlockSet::ptr2block(header_of(p));
+    Slab* slab = slab_of(block);
+    if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
+      free_local(block, slab, p, false);
+    } else {
+      ObjectSet::free_slow(p, block, slab, false);
+    }
+  }
+}
+
+bool ThreadHeap::stash_back(Slab* slab, void* p) {
+  slab->local_free_ = next_of(p);
+  slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (stash_push(slab->sc_, p)) return true;
+  // stash_push may have given older objects back to this very slab meanwhile.
+  set_next(p, slab->local_free_);
+  slab->local_free_ = p;
+  const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
+  slab->used_.store(used, std::memory_order_relaxed);
+  return false;
+}
+
+bool ThreadHeap::close_stash() {
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    if (stash_[sc].load(std::memory_order_relaxed) != nullptr) {
+      stash_closed_.store(true, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
+void* ThreadHeap::take_stash(bool barrier, void* chain) {
+  if (!stash_closed_.load(std::memory_order_relaxed)) return chain;
+  // As for current slabs (take_emptied_current): after the barrier a stash call that
+  // read the flag open has popping_ up, and one that reads it later finds it closed.
+  // Acquire: the owner's last call, and every write before it, happened before this.
+  if (barrier && !popping_.load(std::memory_order_acquire)) {
+    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+      void* head = stash_[sc].load(std::memory_order_relaxed);
+      if (head == nullptr) continue;
+      void* last = head;
+      while (next_of(last) != nullptr) last = next_of(last);
+      set_next(last, chain);
+      chain = head;
+      stash_[sc].store(nullptr, std::memory_order_relaxed);
+      stash_count_[sc].store(0, std::memory_order_relaxed);
+    }
+  }
+  stash_closed_.store(false, std::memory_order_release);
+  return chain;
+}
+
+int64_t ThreadHeap::release_stolen(void* chain) {
+  // Remote frees whoever owns each slab now: the objects' owner may be any thread.
+  int64_t n = 0;
+  for (; chain != nullptr; ++n) {
+    void* p = chain;
+    chain = next_of(p);
+    ABlock* block = BlockSet::ptr2block(header_of(p));
+    ObjectSet::free_slow(p, block, slab_of(block), false);
+  }
+  return n;
+}
+
+}  // namespace achunk

@@ -1,0 +1,239 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "alloc/object/object_set.h"
+#include "alloc/object/size_class.h"
+#include "alloc/object/thread_heap.h"
+#include "support/chunk_mgr_fixture.h"
+#include "support/idle_thread.h"
+#include "support/thread_heap_peer.h"
+
+namespace achunk::testing {
+namespace {
+
+constexpr int64_t SIZE = 100;  // 112-byte slots, 127 to a slab
+constexpr int PER_SLAB = 127;
+const int SC = size_class_of(SIZE);
+
+ABlock* block_of_object(void* p) {
+  return BlockSet::ptr2block(header_of(p));
+}
+uint64_t pending_frees(ABlock* block) {
+  return slab_of(block)->remote_free_.load() >> Slab::REMOTE_COUNT_SHIFT;
+}
+
+class ThreadHeapStashTest : public ChunkMgrTest {
+ protected:
+  void SetUp() override {
+    // Without the barrier no look could take an idle heap's stash, so there is none.
+    if (!os_.process_barrier_available()) GTEST_SKIP() << "no process barrier here";
+  }
+  // `slabs` full slabs of SIZE-byte objects, then one object on the next slab, so all of
+  // them are on the heap's full_ list.
+  static std::vector<std::vector<void*>> full_slabs(ObjectSet& set, int slabs, void** next) {
+    std::vector<std::vector<void*>> out(slabs);
+    for (auto& slab : out) {
+      for (int i = 0; i < PER_SLAB; ++i) slab.push_back(set.alloc(SIZE, 0));
+    }
+    *next = set.alloc(SIZE, 0);
+    return out;
+  }
+  DirectChunkSource source_{mgr_};
+};
+
+TEST_F(ThreadHeapStashTest, StashCapsHoldAtMostStashBytesPerClass) {
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    EXPECT_LE(ThreadHeap::stash_cap(sc) * class_slot_size(sc), ThreadHeap::STASH_BYTES);
+    EXPECT_LE(ThreadHeap::stash_cap(sc), ThreadHeap::STASH_MAX_COUNT);
+  }
+  EXPECT_EQ(ThreadHeap::stash_cap(SC), ThreadHeap::STASH_MAX_COUNT);
+  EXPECT_EQ(ThreadHeap::stash_cap(size_class_of(16000)), 0);
+}
+
+// The free leaves the full slab full and in no list; the next malloc of the class that
+// finds no carved slot on the current slab takes the object back, without a refill.
+TEST_F(ThreadHeapStashTest, AFreeIntoAFullSlabWaitsInTheStashForTheNextMallocOfItsClass) {
+  ObjectSet set(source_);
+  void* next = nullptr;
+  auto slabs = full_slabs(set, 1, &next);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  Slab* first = slab_of(block_of_object(slabs[0][5]));
+  ObjectSet::free(slabs[0][5]);
+  EXPECT_EQ(heap->stash_count(SC), 1);
+  EXPECT_EQ(heap->stashed(), 1u);
+  EXPECT_EQ(first->used_.load(), PER_SLAB);
+  EXPECT_EQ(first->local_free_, nullptr);
+  Slab* current = slab_of(block_of_object(next));
+  std::vector<void*> more{next};
+  while (current->local_free_ != nullptr) more.push_back(set.alloc(SIZE, 0));
+  const uint64_t refills = heap->refills();
+  EXPECT_EQ(set.alloc(SIZE, 0), slabs[0][5]);
+  EXPECT_EQ(heap->refills(), refills);
+  EXPECT_EQ(heap->stash_count(SC), 0);
+  EXPECT_EQ(heap->unstashed_reused(), 1u);
+  for (void* p : slabs[0]) ObjectSet::free(p);
+  for (void* p : more) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A full stash gives its older half back to the slabs, which so become partial again.
+TEST_F(ThreadHeapStashTest, AFullStashGivesItsOlderHalfBackToTheirSlabs) {
+  ObjectSet set(source_);
+  void* next = nullptr;
+  auto slabs = full_slabs(set, 2, &next);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  const int cap = ThreadHeap::stash_cap(SC);
+  for (int i = 0; i < cap; ++i) ObjectSet::free(slabs[0][i]);
+  EXPECT_EQ(heap->stash_count(SC), cap);
+  Slab* first = slab_of(block_of_object(slabs[0][0]));
+  EXPECT_EQ(first->used_.load(), PER_SLAB);
+  ObjectSet::free(slabs[1][0]);
+  EXPECT_EQ(heap->stash_count(SC), cap / 2 + 1);
+  // The oldest ones, slabs[0][0..cap/2), went back.
+  EXPECT_EQ(first->used_.load(), PER_SLAB - cap / 2);
+  EXPECT_NE(first->local_free_, nullptr);
+  for (int i = cap; i < PER_SLAB; ++i) ObjectSet::free(slabs[0][i]);
+  for (int i = 1; i < PER_SLAB; ++i) ObjectSet::free(slabs[1][i]);
+  ObjectSet::free(next);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A free into a slab this thread disowned is stashed too: no take-back, no atomic.
+TEST_F(ThreadHeapStashTest, AFreeIntoASlabThisThreadDisownedIsStashed) {
+  ObjectSet set(source_);
+  void* next = nullptr;
+  auto slabs = full_slabs(set, ThreadHeap::FULL_SLABS_KEPT + 1, &next);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  ABlock* oldest = block_of_object(slabs[0][0]);
+  ASSERT_EQ(slab_of(oldest)->owner_thread_.load(), disowned_by_this_thread());
+  ObjectSet::free(slabs[0][0]);
+  EXPECT_EQ(heap->stash_count(SC), 1);
+  EXPECT_EQ(heap->taken_back(), 0u);
+  EXPECT_EQ(slab_of(oldest)->owner_thread_.load(), disowned_by_this_thread());
+  EXPECT_EQ(slab_of(oldest)->remote_free_.load(), Slab::REMOTE_NOTIFY);
+  for (auto& slab : slabs) {
+    for (void* p : slab) {
+      if (p != slabs[0][0]) ObjectSet::free(p);
+    }
+  }
+  ObjectSet::free(next);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// The look takes an idle heap's stash back to the slabs (as other threads' frees), and
+// leaves it while a stash call is under way.
+TEST_F(ThreadHeapStashTest, TheLookTakesTheStashOfAnIdleHeapBackToItsSlabs) {
+  ObjectSet set(source_);
+  IdleThread idle;
+  ThreadHeap* heap = nullptr;
+  std::vector<std::vector<void*>> slabs;
+  void* next = nullptr;
+  idle.run([&] {
+    slabs = full_slabs(set, 1, &next);
+    for (int i = 0; i < 10; ++i) ObjectSet::free(slabs[0][i]);
+    heap = set.heap_for_this_thread();
+  });
+  ASSERT_EQ(heap->stash_count(SC), 10);
+  ThreadHeapTestPeer::set_popping(heap, true);
+  set.reclaim_idle_spares();
+  set.reclaim_idle_spares();
+  EXPECT_EQ(heap->stash_count(SC), 10);
+  ThreadHeapTestPeer::set_popping(heap, false);
+  set.reclaim_idle_spares();
+  EXPECT_EQ(heap->stash_count(SC), 0);
+  EXPECT_EQ(set.stash_reclaimed(), 10);
+  ABlock* first = block_of_object(slabs[0][0]);
+  EXPECT_EQ(pending_frees(first), 10u);
+  idle.run([&] {
+    // The stash is open again, and the slab's frees are found as any other thread's.
+    ObjectSet::free(slabs[0][10]);
+    EXPECT_EQ(heap->stash_count(SC), 1);
+    for (int i = 11; i < PER_SLAB; ++i) ObjectSet::free(slabs[0][i]);
+    ObjectSet::free(next);
+  });
+  idle.run([&] { set.flush_thread_heap(); });
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// An exiting thread's stash goes back to its slabs before they are settled: nothing of
+// a thread that freed everything stays.
+TEST_F(ThreadHeapStashTest, AnExitingThreadGivesItsStashBack) {
+  ObjectSet set(source_);
+  std::thread([&] {
+    void* next = nullptr;
+    auto slabs = full_slabs(set, 3, &next);
+    for (auto& slab : slabs) {
+      for (void* p : slab) ObjectSet::free(p);
+    }
+    EXPECT_GT(set.heap_for_this_thread()->stash_count(SC), 0);
+    ObjectSet::free(next);
+  }).join();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// Random replacement over a live set spread over many slabs: the mallocs are served by
+// the frees stashed before them, and refills stay rare however many slabs there are.
+TEST_F(ThreadHeapStashTest, RandomReplacementIsServedFromTheStash) {
+  ObjectSet set(source_);
+  std::mt19937 rng(7);
+  std::vector<void*> live(20'000);
+  for (void*& p : live) p = set.alloc(SIZE, 0);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  const uint64_t refills = heap->refills();
+  constexpr int STEPS = 100'000;
+  for (int i = 0; i < STEPS; ++i) {
+    void*& p = live[rng() % live.size()];
+    ObjectSet::free(p);
+    p = set.alloc(SIZE, 0);
+  }
+  EXPECT_LT(heap->refills() - refills, static_cast<uint64_t>(STEPS / 20));
+  EXPECT_GT(heap->unstashed_reused(), static_cast<uint64_t>(STEPS / 2));
+  for (void* p : live) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// An owner replacing random objects, stashing all the time and pausing now and then,
+// while another thread keeps looking: the looks take stashes many times, and no object
+// is handed out twice or loses its bytes. TSan checks the handshake's ordering.
+TEST_F(ThreadHeapStashTest, TakingTheStashRacesSafelyWithItsOwner) {
+  ObjectSet set(source_);
+  std::atomic<bool> stop{false};
+  std::thread thief([&] {
+    while (!stop.load()) set.reclaim_idle_spares();
+  });
+  std::mt19937 rng(3);
+  std::vector<unsigned char*> live(4'000);
+  auto fill = [&](size_t i) {
+    const int64_t size = 16 + static_cast<int64_t>(rng() % 1000);
+    live[i] = static_cast<unsigned char*>(set.alloc(size, 0));
+    ASSERT_NE(live[i], nullptr);
+    std::memset(live[i], static_cast<int>(i & 0xFF), 16);
+  };
+  for (size_t i = 0; i < live.size(); ++i) fill(i);
+  for (int64_t step = 0; step < 20'000'000 && set.stash_reclaimed() < 2'000; ++step) {
+    const size_t i = rng() % live.size();
+    ASSERT_EQ(live[i][0], i & 0xFF);
+    ASSERT_EQ(live[i][15], i & 0xFF);
+    ObjectSet::free(live[i]);
+    fill(i);
+    if (step % 1024 == 0) std::this_thread::yield();  // idle for a look or two
+  }
+  stop.store(true);
+  thief.join();
+  EXPECT_GE(set.stash_reclaimed(), 2'000);
+  for (unsigned char* p : live) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+}  // namespace
+}  // namespace achunk::testing
