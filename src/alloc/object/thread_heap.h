@@ -88,6 +88,7 @@ class ThreadHeap {
   void* alloc(int sc) {
     if (void* p = pop(sc)) return p;
     if (void* p = stash_pop(sc)) return p;
+    stash_gc();
     return alloc_slow(sc);
   }
   // An object of `size` (<= SMALL_OBJECT_MAX) bytes with header and canary from the
@@ -176,6 +177,12 @@ class ThreadHeap {
   }
   // Gives the older half of class sc's stash back to the slabs.
   void unstash_half(int sc);
+  // Gives all of class sc's stash back to the slabs.
+  void unstash_class(int sc);
+  // At each refill, one class in turn: its stash goes back to the slabs if no malloc took
+  // from it since the class's last turn. A class the thread stopped asking for (a buffer
+  // grown by realloc left it behind) so does not keep its slabs from emptying.
+  void stash_gc();
   // Frees a chain of stashed objects (linked through their first word) into their slabs,
   // as the owner: into its own slabs directly, into others' as a remote free.
   static void unstash(void* chain);
@@ -278,6 +285,8 @@ class ThreadHeap {
   std::atomic<void*> stash_[SIZE_CLASS_COUNT] = {};
   std::atomic<uint8_t> stash_count_[SIZE_CLASS_COUNT] = {};
   std::atomic<bool> stash_closed_{false};
+  bool stash_taken_[SIZE_CLASS_COUNT] = {};  // a malloc took from the stash since its turn
+  int stash_cursor_ = 0;                     // the class whose turn is next (stash_gc)
   // Stash calls so far (the owner's): the look counts them as activity, with activity_.
   std::atomic<uint64_t> stash_ops_{0};
   uint64_t seen_stash_ops_ = UINT64_MAX;

@@ -48,8 +48,21 @@ void* ThreadHeap::stash_pop(int sc) {
     }
   }
   leave_stash();
-  if (p != nullptr) ++stash_reused_;
+  if (p != nullptr) {
+    ++stash_reused_;
+    stash_taken_[sc] = true;
+  }
   return p;
+}
+
+void ThreadHeap::stash_gc() {
+  const int sc = stash_cursor_;
+  stash_cursor_ = sc + 1 == SIZE_CLASS_COUNT ? 0 : sc + 1;
+  if (stash_taken_[sc]) {
+    stash_taken_[sc] = false;
+    return;
+  }
+  if (stash_count_[sc].load(std::memory_order_relaxed) != 0) unstash_class(sc);
 }
 
 void ThreadHeap::unstash_half(int sc) {
@@ -75,16 +88,19 @@ void ThreadHeap::unstash_half(int sc) {
 
 void ThreadHeap::unstash_all() {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    if (stash_count_[sc].load(std::memory_order_relaxed) == 0) continue;
-    void* list = nullptr;
-    if (enter_stash()) {
-      list = stash_[sc].load(std::memory_order_relaxed);
-      stash_[sc].store(nullptr, std::memory_order_relaxed);
-      stash_count_[sc].store(0, std::memory_order_relaxed);
-    }
-    leave_stash();
-    unstash(list);
+    if (stash_count_[sc].load(std::memory_order_relaxed) != 0) unstash_class(sc);
   }
+}
+
+void ThreadHeap::unstash_class(int sc) {
+  void* list = nullptr;
+  if (enter_stash()) {
+    list = stash_[sc].load(std::memory_order_relaxed);
+    stash_[sc].store(nullptr, std::memory_order_relaxed);
+    stash_count_[sc].store(0, std::memory_order_relaxed);
+  }
+  leave_stash();
+  unstash(list);
 }
 
 void ThreadHeap::unstash(void* chain) {

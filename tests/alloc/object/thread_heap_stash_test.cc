@@ -128,6 +128,28 @@ TEST_F(ThreadHeapStashTest, AFreeIntoASlabThisThreadDisownedIsStashed) {
   EXPECT_EQ(set.span_used(), 0);
 }
 
+// A class no malloc takes from any more (a buffer grown by realloc left it) gives its
+// stash back within two turns of the refills' cursor, and its emptied slab goes with it.
+TEST_F(ThreadHeapStashTest, AStashNoMallocTakesFromGoesBackAtLaterRefills) {
+  ObjectSet set(source_);
+  void* next = nullptr;
+  auto slabs = full_slabs(set, 1, &next);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  for (void* p : slabs[0]) ObjectSet::free(p);
+  ASSERT_GT(heap->stash_count(SC), 0);
+  const uint64_t refills = heap->refills();
+  std::vector<void*> others;
+  while (heap->stash_count(SC) != 0 && heap->refills() - refills <= 2 * SIZE_CLASS_COUNT) {
+    others.push_back(set.alloc(20000, 0));
+  }
+  EXPECT_EQ(heap->stash_count(SC), 0);
+  EXPECT_EQ(slab_of(block_of_object(slabs[0][0]))->used_.load(), 0);
+  for (void* p : others) ObjectSet::free(p);
+  ObjectSet::free(next);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // The look takes an idle heap's stash back to the slabs (as other threads' frees), and
 // leaves it while a stash call is under way.
 TEST_F(ThreadHeapStashTest, TheLookTakesTheStashOfAnIdleHeapBackToItsSlabs) {
