@@ -97,10 +97,4 @@ void* MallocShim::pvalloc(size_t size) {
   return aligned(PAGE, rounded == 0 ? PAGE : rounded);
 }
 
-size_t MallocShim::usable_size(void* ptr) {
-  if (ptr == nullptr) return 0;
-  const int64_t n = ObMallocAllocator::usable_size(ptr);
-  return n < 0 ? 0 : static_cast<size_t>(n);
-}
-
 }  // namespace achunk

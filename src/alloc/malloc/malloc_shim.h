@@ -45,7 +45,11 @@ class MallocShim {
   void* aligned_alloc(size_t alignment, size_t size);
   void* valloc(size_t size);
   void* pvalloc(size_t size);
-  static size_t usable_size(void* ptr);
+  static size_t usable_size(void* ptr) {
+    if (ptr == nullptr) return 0;
+    const int64_t n = ObMallocAllocator::usable_size_fast(ptr);
+    return n < 0 ? 0 : static_cast<size_t>(n);
+  }
 
  private:
   static void* fail_enomem() {
