@@ -6,12 +6,21 @@
 # call) are counted; each pattern runs at two scales and the difference is divided by the
 # difference in calls, so start-up and first-call set-up cancel out.
 #
+# A second table counts the replacement patterns' slow paths the same way: instructions
+# per step of the whole program (a free and a malloc, malloc_usable_size for usable, and
+# the benchmark's own work, which is the same under every allocator).
+#
 # Usage: bench/workloads/instructions.sh [build-dir]   (default: build)
 #   EXTRA="name=/path/to/lib.so ..."  more allocators to count (e.g. another achunk build)
 #   ONLY="achunk ..."                 count only these
-#   LIMITS="malloc=N free=N"          exit 1 if achunk's count per malloc or per free, on
-#                                     either pattern, is above N (a test holds it there)
-# Prints a Markdown table: instructions per malloc / per free, and the pair's total.
+#   STEPS="replace1 ..."              the replacement patterns of the second table
+#                                     (default: replace1 replace2 usable; empty: none)
+#   LIMITS="malloc=N free=N replace1=N ..."
+#                                     exit 1 if achunk's count per malloc or per free, on
+#                                     either pattern, or per step of a pattern in STEPS,
+#                                     is above N (a test holds it there)
+# Prints Markdown tables: instructions per malloc / per free and the pair's total, and
+# instructions per step.
 set -euo pipefail
 
 build=$(cd "${1:-build}" && pwd)
@@ -36,19 +45,50 @@ calls() {
   awk -v s="$2" -v k="$per_round" 'BEGIN { r = int(100000 * s); if (r < 1) r = 1; print r * k }'
 }
 
-# Instructions executed inside `fn` (inclusive) for one run.
+# Steps of a replacement pattern at `scale` (its live set is filled the same at every
+# scale): replace1/replace2 2,000,000 and usable 4,000,000 at 1.
+steps() {
+  local per
+  case $1 in
+    replace1 | replace2) per=2000000 ;;
+    usable) per=4000000 ;;
+    *) echo "instructions.sh: no step count for '$1'" >&2; exit 2 ;;
+  esac
+  awk -v s="$2" -v k="$per" 'BEGIN { n = int(k * s); if (n < 1) n = 1; print n }'
+}
+
+# Instructions executed inside `fn` (inclusive) for one run; the whole program without.
 count() {
   local preload=$1 fn=$2 pattern=$3 scale=$4 out="$tmp/cg.out"
+  local toggle=(--collect-atstart=no --toggle-collect="$fn")
+  [[ -z $fn ]] && toggle=()
   LD_PRELOAD=$preload valgrind --tool=callgrind --callgrind-out-file="$out" \
-    --collect-atstart=no --toggle-collect="$fn" "$bin" "$pattern" "$scale" >/dev/null 2>&1
+    "${toggle[@]}" "$bin" "$pattern" "$scale" >/dev/null 2>&1
   awk '/^summary:/ { print $2 }' "$out"
+}
+
+# Exit status 1 (and a line) when achunk's `per` is above the limit named `key`.
+over_limit() {
+  local name=$1 key=$2 per=$3 what=$4
+  for limit in ${LIMITS:-}; do
+    if [[ $name == achunk && ${limit%%=*} == "$key" ]] &&
+      awk -v x="$per" -v m="${limit#*=}" 'BEGIN { exit !(x > m) }'; then
+      echo "instructions.sh: achunk's $what takes $per instructions, above $limit" >&2
+      return 0
+    fi
+  done
+  return 1
+}
+
+included() {
+  [[ -z ${ONLY:-} || " $ONLY " == *" $1 "* ]]
 }
 
 echo "| allocator | pairs: malloc | pairs: free | pairs: both | classes: malloc | classes: free | classes: both |"
 echo "|---|---|---|---|---|---|---|"
 failed=0
 for i in "${!names[@]}"; do
-  if [[ -n ${ONLY:-} && " $ONLY " != *" ${names[$i]} "* ]]; then continue; fi
+  included "${names[$i]}" || continue
   row="| ${names[$i]} |"
   for pattern in pairs classes; do
     both=0
@@ -59,16 +99,36 @@ for i in "${!names[@]}"; do
         -v cb="$(calls "$pattern" 0.04)" 'BEGIN { printf "%.1f", (b - a) / (cb - ca) }')
       both=$(awk -v x="$both" -v y="$per" 'BEGIN { printf "%.1f", x + y }')
       row+=" $per |"
-      for limit in ${LIMITS:-}; do
-        if [[ ${names[$i]} == achunk && ${limit%%=*} == "$fn" ]] &&
-          awk -v x="$per" -v m="${limit#*=}" 'BEGIN { exit !(x > m) }'; then
-          echo "instructions.sh: achunk's $fn on $pattern takes $per instructions, above $limit" >&2
-          failed=1
-        fi
-      done
+      if over_limit "${names[$i]}" "$fn" "$per" "$fn on $pattern"; then failed=1; fi
     done
     row+=" $both |"
   done
   echo "$row"
 done
+
+step_patterns=${STEPS-replace1 replace2 usable}
+if [[ -n $step_patterns ]]; then
+  echo
+  header="| allocator |"
+  rule="|---|"
+  for pattern in $step_patterns; do
+    header+=" $pattern: per step |"
+    rule+="---|"
+  done
+  echo "$header"
+  echo "$rule"
+  for i in "${!names[@]}"; do
+    included "${names[$i]}" || continue
+    row="| ${names[$i]} |"
+    for pattern in $step_patterns; do
+      lo=$(count "${preload[$i]}" "" "$pattern" 0.02)
+      hi=$(count "${preload[$i]}" "" "$pattern" 0.04)
+      per=$(awk -v a="$lo" -v b="$hi" -v ca="$(steps "$pattern" 0.02)" \
+        -v cb="$(steps "$pattern" 0.04)" 'BEGIN { printf "%.1f", (b - a) / (cb - ca) }')
+      row+=" $per |"
+      if over_limit "${names[$i]}" "$pattern" "$per" "step of $pattern"; then failed=1; fi
+    done
+    echo "$row"
+  done
+fi
 exit "$failed"

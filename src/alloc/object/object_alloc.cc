@@ -88,12 +88,13 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash) 
     free_span(block);
     return;
   }
-  // A slab this thread let go when it filled: the object waits in the stash for this
-  // thread's next malloc of the class, and the slab stays out of every list.
+  // A disowned slab, maybe by this thread: a tail call, so another thread's free, the
+  // common case here, saves no register for it.
   if (may_stash &&
-      slab->owner_thread_.load(std::memory_order_relaxed) == disowned_by_this_thread()) {
-    ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
-    if (heap != nullptr && heap->stash_push(slab->sc_, ptr)) return;
+      (reinterpret_cast<uintptr_t>(slab->owner_thread_.load(std::memory_order_relaxed)) &
+       Slab::DISOWNED) != 0) {
+    free_disowned(ptr, block, slab);
+    return;
   }
   // Another thread's slab (or a disowned one): a lock-free push its owner collects.
   // Acquire too: clearing REMOTE_NOTIFY hands the slab, as its disowner left it, on.
@@ -105,7 +106,10 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash) 
     word = reinterpret_cast<uintptr_t>(ptr) | count << Slab::REMOTE_COUNT_SHIFT;
   } while (!slab->remote_free_.compare_exchange_weak(head, word, std::memory_order_acq_rel,
                                                      std::memory_order_relaxed));
-  if ((head & Slab::REMOTE_NOTIFY) == 0) return;
+  if ((head & Slab::REMOTE_NOTIFY) != 0) made_findable(block, slab);
+}
+
+void ObjectSet::made_findable(ABlock* block, Slab* slab) {
   // This free made a disowned slab findable. Its former owner takes it straight back, so
   // a thread freeing its own objects keeps its slabs (and their cache lines) rather than
   // handing them to whichever heap refills next; any other thread's free makes it ready.
@@ -117,6 +121,16 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash) 
     }
   }
   set->push_ready(block);
+}
+
+void ObjectSet::free_disowned(void* ptr, ABlock* block, Slab* slab) {
+  // A slab this thread let go when it filled: the object waits in the stash for this
+  // thread's next malloc of the class, and the slab stays out of every list.
+  if (slab->owner_thread_.load(std::memory_order_relaxed) == disowned_by_this_thread()) {
+    ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
+    if (heap != nullptr && heap->stash_push(slab->sc_, ptr)) return;
+  }
+  free_slow(ptr, block, slab, false);
 }
 
 int64_t ObjectSet::usable_size(void* ptr) {

@@ -242,6 +242,12 @@ class ObjectSet {
   // Big objects and frees onto another thread's slab (or one this thread disowned:
   // stashed unless `may_stash` is false).
   static void free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash = true);
+  // free_slow for a disowned slab: into the stash if this thread disowned it, else as
+  // free_slow does.
+  __attribute__((noinline)) static void free_disowned(void* ptr, ABlock* block, Slab* slab);
+  // A remote free cleared a disowned slab's REMOTE_NOTIFY: its former owner takes it
+  // back, anyone else pushes it onto the ready stack.
+  __attribute__((noinline)) static void made_findable(ABlock* block, Slab* slab);
 
   ChunkSource& source_;
   ObjectMgr mgr_;  // the block layer, sharded

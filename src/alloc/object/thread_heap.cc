@@ -86,7 +86,12 @@ void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab, void* p, bool may_st
   // The slab is this thread's, so this thread's heap of the slab's set is alive.
   ThreadHeap* heap = ObjectSet::owner_of(block)->existing_heap();
   if (heap == nullptr) return;
-  if (used != 0 && may_stash && heap->stash_back(slab, p)) return;
+  // A free into the slab the class's last stashed object came from is one of a batch
+  // freed together (a request's objects): the slab takes them as plain local frees.
+  if (used != 0 && may_stash && !heap->stash_top_in(slab->sc_, block) &&
+      heap->stash_back(slab, p)) {
+    return;
+  }
   // A stash that could not take p may have given older objects back to this slab.
   used = slab->used_.load(std::memory_order_relaxed);
   if (used == 0) {

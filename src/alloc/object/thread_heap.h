@@ -77,17 +77,17 @@ class ThreadHeap {
         __builtin_prefetch(next, 1);
         slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
+      } else {
+        p = pop_stashed(sc);
       }
     }
     std::atomic_signal_fence(std::memory_order_seq_cst);
     popping_.store(false, std::memory_order_release);
     return p;
   }
-  // A free slot of class sc, from the stash when the current slab has none, refilling
-  // the current slab when needed, or nullptr.
+  // A free slot of class sc, refilling the current slab when needed, or nullptr.
   void* alloc(int sc) {
     if (void* p = pop(sc)) return p;
-    if (void* p = stash_pop(sc)) return p;
     stash_gc();
     return alloc_slow(sc);
   }
@@ -150,8 +150,19 @@ class ThreadHeap {
   // class sc; false when the class has no stash, there is no barrier for the look, or the
   // look is taking the stash now: the caller frees it into its slab.
   bool stash_push(int sc, void* p);
-  // A stashed object of class sc, or nullptr.
-  void* stash_pop(int sc);
+  // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
+  // window, so a malloc the stash serves is a hit too.
+  __attribute__((always_inline)) void* pop_stashed(int sc) {
+    void* p = stash_[sc].load(std::memory_order_relaxed);
+    if (p == nullptr || stash_closed_.load(std::memory_order_relaxed)) return nullptr;
+    stash_[sc].store(*static_cast<void**>(p), std::memory_order_relaxed);
+    stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) - 1,
+                           std::memory_order_relaxed);
+    stash_taken_[sc] = true;
+    ++stash_reused_;
+    stash_ops_.store(stash_ops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return p;
+  }
   // The owner gives every stashed object back to its slab (before the thread lets the
   // heap go).
   void unstash_all();
@@ -164,6 +175,8 @@ class ThreadHeap {
   // The object p a free just listed as the only free slot of a full_ slab goes to the
   // stash instead, the slab staying full; false (p left listed) when it cannot.
   bool stash_back(Slab* slab, void* p);
+  // Whether the newest stashed object of class sc is on `block` (the owner's view).
+  bool stash_top_in(int sc, const ABlock* block) const;
   // The stash handshake (see pop): false when the look is taking the stash.
   bool enter_stash() {
     popping_.store(true, std::memory_order_relaxed);

@@ -36,25 +36,6 @@ bool ThreadHeap::stash_push(int sc, void* p) {
   return open;
 }
 
-void* ThreadHeap::stash_pop(int sc) {
-  if (stash_count_[sc].load(std::memory_order_relaxed) == 0) return nullptr;
-  void* p = nullptr;
-  if (enter_stash()) {
-    p = stash_[sc].load(std::memory_order_relaxed);
-    if (p != nullptr) {
-      stash_[sc].store(next_of(p), std::memory_order_relaxed);
-      stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) - 1,
-                             std::memory_order_relaxed);
-    }
-  }
-  leave_stash();
-  if (p != nullptr) {
-    ++stash_reused_;
-    stash_taken_[sc] = true;
-  }
-  return p;
-}
-
 void ThreadHeap::stash_gc() {
   const int sc = stash_cursor_;
   stash_cursor_ = sc + 1 == SIZE_CLASS_COUNT ? 0 : sc + 1;
@@ -128,6 +109,11 @@ bool ThreadHeap::stash_back(Slab* slab, void* p) {
   const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
   slab->used_.store(used, std::memory_order_relaxed);
   return false;
+}
+
+bool ThreadHeap::stash_top_in(int sc, const ABlock* block) const {
+  void* top = stash_[sc].load(std::memory_order_relaxed);
+  return top != nullptr && BlockSet::ptr2block(header_of(top)) == block;
 }
 
 bool ThreadHeap::close_stash() {

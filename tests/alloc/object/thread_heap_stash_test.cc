@@ -43,6 +43,23 @@ class ThreadHeapStashTest : public ChunkMgrTest {
     *next = set.alloc(SIZE, 0);
     return out;
   }
+  // Frees one object of the test and forgets it (free_rest skips it).
+  static void free_one(void*& p) {
+    ObjectSet::free(p);
+    p = nullptr;
+  }
+  // Frees what the test left of `slabs` and `next`; the set then holds no span once the
+  // heap is flushed.
+  static void free_rest(ObjectSet& set, std::vector<std::vector<void*>>& slabs, void* next) {
+    for (auto& slab : slabs) {
+      for (void*& p : slab) {
+        if (p != nullptr) free_one(p);
+      }
+    }
+    ObjectSet::free(next);
+    set.flush_thread_heap();
+    EXPECT_EQ(set.span_used(), 0);
+  }
   DirectChunkSource source_{mgr_};
 };
 
@@ -83,26 +100,41 @@ TEST_F(ThreadHeapStashTest, AFreeIntoAFullSlabWaitsInTheStashForTheNextMallocOfI
 }
 
 // A full stash gives its older half back to the slabs, which so become partial again.
+// The frees alternate between two slabs, as random frees land on different slabs.
 TEST_F(ThreadHeapStashTest, AFullStashGivesItsOlderHalfBackToTheirSlabs) {
   ObjectSet set(source_);
   void* next = nullptr;
   auto slabs = full_slabs(set, 2, &next);
   ThreadHeap* heap = set.heap_for_this_thread();
   const int cap = ThreadHeap::stash_cap(SC);
-  for (int i = 0; i < cap; ++i) ObjectSet::free(slabs[0][i]);
-  EXPECT_EQ(heap->stash_count(SC), cap);
   Slab* first = slab_of(block_of_object(slabs[0][0]));
+  Slab* second = slab_of(block_of_object(slabs[1][0]));
+  for (int i = 0; i < cap; ++i) free_one(slabs[i % 2][i / 2]);
+  EXPECT_EQ(heap->stash_count(SC), cap);
   EXPECT_EQ(first->used_.load(), PER_SLAB);
-  ObjectSet::free(slabs[1][0]);
+  EXPECT_EQ(second->used_.load(), PER_SLAB);
+  free_one(slabs[0][cap / 2]);
   EXPECT_EQ(heap->stash_count(SC), cap / 2 + 1);
-  // The oldest ones, slabs[0][0..cap/2), went back.
-  EXPECT_EQ(first->used_.load(), PER_SLAB - cap / 2);
+  // The oldest ones, a quarter of the cap from each slab, went back.
+  EXPECT_EQ(first->used_.load(), PER_SLAB - cap / 4);
+  EXPECT_EQ(second->used_.load(), PER_SLAB - cap / 4);
   EXPECT_NE(first->local_free_, nullptr);
-  for (int i = cap; i < PER_SLAB; ++i) ObjectSet::free(slabs[0][i]);
-  for (int i = 1; i < PER_SLAB; ++i) ObjectSet::free(slabs[1][i]);
-  ObjectSet::free(next);
-  set.flush_thread_heap();
-  EXPECT_EQ(set.span_used(), 0);
+  free_rest(set, slabs, next);
+}
+
+// Frees into one full slab in a row (a batch freed together) stash the first only: the
+// slab becomes partial and takes the others as plain local frees.
+TEST_F(ThreadHeapStashTest, FreesIntoOneFullSlabInARowMakeItPartialAgain) {
+  ObjectSet set(source_);
+  void* next = nullptr;
+  auto slabs = full_slabs(set, 1, &next);
+  ThreadHeap* heap = set.heap_for_this_thread();
+  Slab* first = slab_of(block_of_object(slabs[0][0]));
+  for (int i = 0; i < 10; ++i) free_one(slabs[0][i]);
+  EXPECT_EQ(heap->stash_count(SC), 1);
+  EXPECT_EQ(first->used_.load(), PER_SLAB - 9);
+  EXPECT_NE(first->local_free_, nullptr);
+  free_rest(set, slabs, next);
 }
 
 // A free into a slab this thread disowned is stashed too: no take-back, no atomic.
@@ -113,19 +145,12 @@ TEST_F(ThreadHeapStashTest, AFreeIntoASlabThisThreadDisownedIsStashed) {
   ThreadHeap* heap = set.heap_for_this_thread();
   ABlock* oldest = block_of_object(slabs[0][0]);
   ASSERT_EQ(slab_of(oldest)->owner_thread_.load(), disowned_by_this_thread());
-  ObjectSet::free(slabs[0][0]);
+  free_one(slabs[0][0]);
   EXPECT_EQ(heap->stash_count(SC), 1);
   EXPECT_EQ(heap->taken_back(), 0u);
   EXPECT_EQ(slab_of(oldest)->owner_thread_.load(), disowned_by_this_thread());
   EXPECT_EQ(slab_of(oldest)->remote_free_.load(), Slab::REMOTE_NOTIFY);
-  for (auto& slab : slabs) {
-    for (void* p : slab) {
-      if (p != slabs[0][0]) ObjectSet::free(p);
-    }
-  }
-  ObjectSet::free(next);
-  set.flush_thread_heap();
-  EXPECT_EQ(set.span_used(), 0);
+  free_rest(set, slabs, next);
 }
 
 // A class no malloc takes from any more (a buffer grown by realloc left it) gives its
@@ -159,8 +184,8 @@ TEST_F(ThreadHeapStashTest, TheLookTakesTheStashOfAnIdleHeapBackToItsSlabs) {
   std::vector<std::vector<void*>> slabs;
   void* next = nullptr;
   idle.run([&] {
-    slabs = full_slabs(set, 1, &next);
-    for (int i = 0; i < 10; ++i) ObjectSet::free(slabs[0][i]);
+    slabs = full_slabs(set, 2, &next);
+    for (int i = 0; i < 10; ++i) ObjectSet::free(slabs[i % 2][i / 2]);
     heap = set.heap_for_this_thread();
   });
   ASSERT_EQ(heap->stash_count(SC), 10);
@@ -172,13 +197,14 @@ TEST_F(ThreadHeapStashTest, TheLookTakesTheStashOfAnIdleHeapBackToItsSlabs) {
   set.reclaim_idle_spares();
   EXPECT_EQ(heap->stash_count(SC), 0);
   EXPECT_EQ(set.stash_reclaimed(), 10);
-  ABlock* first = block_of_object(slabs[0][0]);
-  EXPECT_EQ(pending_frees(first), 10u);
+  EXPECT_EQ(pending_frees(block_of_object(slabs[0][0])), 5u);
+  EXPECT_EQ(pending_frees(block_of_object(slabs[1][0])), 5u);
   idle.run([&] {
-    // The stash is open again, and the slab's frees are found as any other thread's.
-    ObjectSet::free(slabs[0][10]);
+    // The stash is open again, and the slabs' frees are found as any other thread's.
+    ObjectSet::free(slabs[0][5]);
     EXPECT_EQ(heap->stash_count(SC), 1);
-    for (int i = 11; i < PER_SLAB; ++i) ObjectSet::free(slabs[0][i]);
+    for (int i = 6; i < PER_SLAB; ++i) ObjectSet::free(slabs[0][i]);
+    for (int i = 5; i < PER_SLAB; ++i) ObjectSet::free(slabs[1][i]);
     ObjectSet::free(next);
   });
   idle.run([&] { set.flush_thread_heap(); });
