@@ -10,9 +10,10 @@
 // on its slow paths only, and for a current slab or the stash through a handshake with
 // the pops (pop, enter_stash).
 // A free that would make a slab without free slots (full_ or disowned) partial again puts
-// the object on its class's stash instead, and a refill takes from the stash before any
-// slab: a thread replacing random objects of a large live set reuses its own frees
-// instead of handing slabs back and forth (jemalloc's tcache, at the slow path only).
+// the object on its class's stash instead, and a pop that finds the current slab dry takes
+// from the stash before any refill: a thread replacing random objects of a large live set
+// reuses its own frees instead of handing slabs back and forth (jemalloc's tcache, behind
+// the slab lists rather than in front of them).
 // Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
 
