@@ -37,13 +37,19 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
         new (block->owner_area_) Slab();
         slab_of(block)->sc_ = Slab::BIG;
         slab_of(block)->born_zero_ = zeroed;
-        void* p = slot_start_user(block);
-        store_big_size(p, size);
-        store_header(p, make_header(ObjectState::BIG, label, header_size_field(size)));
-        write_tail(p, size);
       },
       &zeroed, head_align);
-  return block != nullptr ? slot_start_user(block) : nullptr;
+  if (block == nullptr) return nullptr;
+  // After the shard lock: the header and canary pages may be fresh, and their faults
+  // would hold every thread of the shard. A usage scan meanwhile sees no BIG header and
+  // skips the span; the release pairs with its acquire, so it reads the size with it.
+  void* p = slot_start_user(block);
+  store_big_size(p, size);
+  write_tail(p, size);
+  std::atomic_ref<uint64_t>(*header_of(p))
+      .store(make_header(ObjectState::BIG, label, header_size_field(size)),
+             std::memory_order_release);
+  return p;
 }
 
 int64_t ObjectSet::object_size(void* ptr, uint64_t header) {
@@ -252,8 +258,10 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
       const Slab* slab = slab_of(block);
       if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
       if (slab->sc_ == Slab::BIG) {
+        // Not BIG: an object being born (alloc_big) or freed; not a live one.
         void* p = slot_start_user(block);
-        account(p, load_header(p), BlockSet::span_bytes(block), true);
+        const uint64_t h = std::atomic_ref<uint64_t>(*header_of(p)).load(std::memory_order_acquire);
+        if (header_state(h) == ObjectState::BIG) account(p, h, BlockSet::span_bytes(block), true);
         return;
       }
       const int64_t slot = class_slot_size(slab->sc_);

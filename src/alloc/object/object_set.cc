@@ -97,13 +97,13 @@ ThreadHeap* ObjectSet::create_heap() {
   ThreadState* state = own_thread_state();
   if (state == nullptr) return nullptr;
   const uint32_t gen = g_generation[index_].load(std::memory_order_relaxed);
-  ThreadHeap* heap = nullptr;
-  take_span(sizeof(ThreadHeap), [&](ABlock* block) {
+  ABlock* block = take_span(sizeof(ThreadHeap), [&](ABlock* block) {
     new (block->owner_area_) Slab();
     slab_of(block)->sc_ = Slab::HEAP;  // not a slab: usage scans skip it
-    heap = new (block_data(block)) ThreadHeap(this);
   });
-  if (heap == nullptr) return nullptr;
+  if (block == nullptr) return nullptr;
+  // Built after the shard lock: its pages may be fresh (see new_slab).
+  ThreadHeap* heap = new (block_data(block)) ThreadHeap(this);
   heap->keep_emptied_current_ = barrier_available();
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
@@ -342,13 +342,17 @@ static_assert(SLAB_UNIT == ABLOCK_SIZE);
 
 ABlock* ObjectSet::new_slab(int sc) {
   const int64_t bytes = slab_bytes(sc);
-  return take_span(bytes, [&](ABlock* block) {
+  ABlock* block = take_span(bytes, [&](ABlock* block) {
     Slab* slab = new (block->owner_area_) Slab();
     slab->sc_ = static_cast<uint16_t>(sc);
     slab->capacity_ = static_cast<uint16_t>((bytes - slab_lead(sc)) / class_slot_size(sc));
-    carve(block);
-    slab->owner_thread_.store(this_thread_marker(), std::memory_order_release);
   });
+  if (block == nullptr) return nullptr;
+  // After the shard lock, as every later carve is: the first page may be fresh, and its
+  // fault would hold every thread of the shard. Scans read only carved slots.
+  carve(block);
+  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_release);
+  return block;
 }
 
 bool ObjectSet::carve(ABlock* block) {
