@@ -7,14 +7,16 @@
 # difference in calls, so start-up and first-call set-up cancel out.
 #
 # A second table counts the replacement patterns' slow paths the same way: instructions
-# per step of the whole program (a free and a malloc, malloc_usable_size for usable, and
-# the benchmark's own work, which is the same under every allocator).
+# per step of the whole program (a free and a malloc, malloc_usable_size for usable,
+# posix_memalign instead of malloc for aligned, and the benchmark's own work, which is the
+# same under every allocator).
 #
 # Usage: bench/workloads/instructions.sh [build-dir]   (default: build)
 #   EXTRA="name=/path/to/lib.so ..."  more allocators to count (e.g. another achunk build)
 #   ONLY="achunk ..."                 count only these
 #   STEPS="replace1 ..."              the replacement patterns of the second table
-#                                     (default: replace1 replace2 usable; empty: none)
+#                                     (default: replace1 replace2 usable aligned; empty:
+#                                     none)
 #   LIMITS="malloc=N free=N replace1=N ..."
 #                                     exit 1 if achunk's count per malloc or per free, on
 #                                     either pattern, or per step of a pattern in STEPS,
@@ -46,11 +48,11 @@ calls() {
 }
 
 # Steps of a replacement pattern at `scale` (its live set is filled the same at every
-# scale): replace1/replace2 2,000,000 and usable 4,000,000 at 1.
+# scale): replace1/replace2/aligned 2,000,000 and usable 4,000,000 at 1.
 steps() {
   local per
   case $1 in
-    replace1 | replace2) per=2000000 ;;
+    replace1 | replace2 | aligned) per=2000000 ;;
     usable) per=4000000 ;;
     *) echo "instructions.sh: no step count for '$1'" >&2; exit 2 ;;
   esac
@@ -106,7 +108,7 @@ for i in "${!names[@]}"; do
   echo "$row"
 done
 
-step_patterns=${STEPS-replace1 replace2 usable}
+step_patterns=${STEPS-replace1 replace2 usable aligned}
 if [[ -n $step_patterns ]]; then
   echo
   header="| allocator |"

@@ -38,6 +38,10 @@ void write_all(int fd, const char* p, int64_t n) {
   }
 }
 
+uint32_t malloc_allocator_id() {
+  return achunk::global_detail::malloc_allocator_id.load(std::memory_order_relaxed);
+}
+
 __attribute__((noinline)) void* malloc_slow(size_t size) {
   return shim().malloc_miss(size);
 }
@@ -58,10 +62,7 @@ extern "C" {
 
 void* achunk_malloc(size_t size) {
   // The hit reads neither the allocator nor its pointer; the rest is a tail call.
-  if (void* p = achunk::MallocShim::malloc_fast(
-          achunk::global_detail::malloc_allocator_id.load(std::memory_order_relaxed), size)) {
-    return p;
-  }
+  if (void* p = achunk::MallocShim::malloc_fast(malloc_allocator_id(), size)) return p;
   return malloc_slow(size);
 }
 void achunk_free(void* ptr) {
@@ -80,9 +81,22 @@ void* achunk_memalign(size_t alignment, size_t size) {
   return shim().memalign(alignment, size);
 }
 int achunk_posix_memalign(void** out, size_t alignment, size_t size) {
+  // The hit as malloc's: alignas(64) types are allocated as often as plain ones.
+  if (achunk::MallocShim::posix_alignment(alignment)) {
+    if (void* p = achunk::MallocShim::aligned_fast(malloc_allocator_id(), alignment, size)) {
+      *out = p;
+      return 0;
+    }
+  }
   return shim().posix_memalign(out, alignment, size);
 }
 void* achunk_aligned_alloc(size_t alignment, size_t size) {
+  // operator new of an over-aligned type (libstdc++) comes here.
+  if (achunk::MallocShim::power_of_two(alignment)) {
+    if (void* p = achunk::MallocShim::aligned_fast(malloc_allocator_id(), alignment, size)) {
+      return p;
+    }
+  }
   return shim().aligned_alloc(alignment, size);
 }
 void* achunk_valloc(size_t size) {

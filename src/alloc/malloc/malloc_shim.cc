@@ -9,10 +9,6 @@ namespace {
 
 constexpr size_t PAGE = 4096;
 
-bool power_of_two(size_t a) {
-  return a != 0 && (a & (a - 1)) == 0;
-}
-
 }  // namespace
 
 // A valid alignment achunk cannot serve (above MAX_ALIGN) fails like an allocation.
@@ -71,7 +67,7 @@ void* MallocShim::memalign(size_t alignment, size_t size) {
 }
 
 int MallocShim::posix_memalign(void** out, size_t alignment, size_t size) {
-  if (!power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  if (!posix_alignment(alignment)) return EINVAL;
   void* p = aligned(alignment, size);
   if (p == nullptr) return ENOMEM;
   *out = p;

@@ -36,6 +36,17 @@ class MallocShim {
     void* p = allocator_.alloc_static_miss(static_cast<int64_t>(size), GLIBC_ATTR);
     return p != nullptr ? p : fail_enomem();
   }
+  // The aligned calls' hit, inline as malloc_fast: `alignment` a power of two.
+  __attribute__((always_inline)) static void* aligned_fast(uint32_t allocator_id, size_t alignment,
+                                                           size_t size) {
+    return ObMallocAllocator::alloc_align_static_fast(allocator_id, static_cast<int64_t>(alignment),
+                                                      static_cast<int64_t>(size), GLIBC_ATTR);
+  }
+  // posix_memalign's rule: a power of two and a multiple of sizeof(void*).
+  static bool posix_alignment(size_t alignment) {
+    return power_of_two(alignment) && alignment % sizeof(void*) == 0;
+  }
+  static bool power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
   static void free(void* ptr) { ObMallocAllocator::free(ptr); }
   void* calloc(size_t count, size_t size);
   void* realloc(void* ptr, size_t size);

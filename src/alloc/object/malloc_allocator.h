@@ -64,6 +64,19 @@ class ObMallocAllocator {
     }
     return nullptr;
   }
+  // alloc_align's hit, the same way: a power-of-two `align` up to a cache line, in an
+  // aligned class when above 16.
+  __attribute__((always_inline)) static void* alloc_align_static_fast(uint32_t allocator_id,
+                                                                      int64_t align, int64_t size,
+                                                                      const ObMemAttr& attr) {
+    if (align <= 16) return alloc_static_fast(allocator_id, size, attr);
+    const malloc_front::Entry& e = malloc_front::static_entry();
+    if (align <= SLAB_ALIGN && static_entry_valid(e, attr, allocator_id) &&
+        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
+      return e.heap->alloc_object_fast_in(aligned_size_class(size), size, e.in_use_header);
+    }
+    return nullptr;
+  }
   // Unique per instance, never 0.
   uint32_t id() const { return id_; }
   // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns

@@ -233,6 +233,26 @@ TEST(MallocShimTest, PosixMemalignRules) {
   }
 }
 
+// 32 and 64 come from an aligned class through the hit; every size of a slab's object,
+// all its usable bytes written, freed and handed out again.
+TEST(MallocShimTest, CacheLineAlignedObjectsOfEverySlabSize) {
+  for (size_t a : {size_t{32}, size_t{64}}) {
+    for (size_t size = 0; size <= 65536; size += size < 1100 ? 1 : 97) {
+      void* p = nullptr;
+      ASSERT_EQ(achunk_posix_memalign(&p, a, size), 0) << a << " " << size;
+      void* q = achunk_aligned_alloc(a, size);
+      for (void* x : {p, q}) {
+        ASSERT_TRUE(aligned(x, a)) << a << " " << size;
+        const size_t usable = achunk_malloc_usable_size(x);
+        ASSERT_GE(usable, size) << a << " " << size;
+        std::memset(x, 5, usable);
+      }
+      achunk_free(q);
+      achunk_free(p);
+    }
+  }
+}
+
 TEST(MallocShimTest, AlignedAllocMemalignVallocPvalloc) {
   errno = 0;
   EXPECT_EQ(achunk_aligned_alloc(24, 100), nullptr);
