@@ -134,7 +134,7 @@ void ObjectSet::free_disowned(void* ptr, ABlock* block, Slab* slab) {
   // thread's next malloc of the class, and the slab stays out of every list.
   if (slab->owner_thread_.load(std::memory_order_relaxed) == disowned_by_this_thread()) {
     ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
-    if (heap != nullptr && heap->stash_push(slab->sc_, ptr)) return;
+    if (heap != nullptr && heap->stash_push(slab->sc_, ptr, block)) return;
   }
   free_slow(ptr, block, slab, false);
 }

@@ -396,10 +396,6 @@ void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
   }
 }
 
-ObjectSet* ObjectSet::owner_of(void* ptr) {
-  return ObjectMgr::shard_of(ptr).set_;
-}
-
 int64_t ObjectSet::hold() {
   return mgr_.sum([](BlockSet& bs) { return bs.hold(); });
 }

@@ -128,7 +128,7 @@ class ObjectSet {
   // the object is unchanged for a small one.
   static void* trim_big(void* ptr);
   // The set an object belongs to.
-  static ObjectSet* owner_of(void* ptr);
+  static ObjectSet* owner_of(void* ptr) { return ObjectMgr::shard_of(ptr).set_; }
 
   // Bytes of the chunks this set holds, and of spans in use (slabs + big objects).
   int64_t hold();

@@ -27,6 +27,22 @@ namespace achunk {
 
 class ObjectSet;
 
+namespace thread_heap_detail {
+inline constexpr int64_t STASH_BYTES = 8192;
+inline constexpr int STASH_MAX_COUNT = 64;
+// Per class, from a table: every stash push asks, and a division costs more than the push.
+struct StashCapTable {
+  uint8_t n[SIZE_CLASS_COUNT];
+  constexpr StashCapTable() : n() {
+    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+      const int64_t slots = STASH_BYTES / class_slot_size(sc);
+      n[sc] = static_cast<uint8_t>(slots > STASH_MAX_COUNT ? STASH_MAX_COUNT : slots);
+    }
+  }
+};
+inline constexpr StashCapTable STASH_CAP{};
+}  // namespace thread_heap_detail
+
 class ThreadHeap {
  public:
   // What a heap may keep of slabs that may sit empty, over all classes: its spares, and
@@ -49,12 +65,9 @@ class ThreadHeap {
   // objects); a class whose slot is larger has no stash. Past that, the stash gives its
   // older half back to the slabs (unstash). All classes together hold at most about
   // 430 KiB, which another thread's look takes back from an idle heap.
-  static constexpr int64_t STASH_BYTES = 8192;
-  static constexpr int STASH_MAX_COUNT = 64;
-  static constexpr int stash_cap(int sc) {
-    const int64_t n = STASH_BYTES / class_slot_size(sc);
-    return n > STASH_MAX_COUNT ? STASH_MAX_COUNT : static_cast<int>(n);
-  }
+  static constexpr int64_t STASH_BYTES = thread_heap_detail::STASH_BYTES;
+  static constexpr int STASH_MAX_COUNT = thread_heap_detail::STASH_MAX_COUNT;
+  static int stash_cap(int sc) { return thread_heap_detail::STASH_CAP.n[sc]; }
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
 
@@ -148,9 +161,9 @@ class ThreadHeap {
   int stash_count(int sc) const { return stash_count_[sc].load(std::memory_order_relaxed); }
 
   // The owner stashes a freed object (header FREE, still counted in its slab's used_) of
-  // class sc; false when the class has no stash, there is no barrier for the look, or the
-  // look is taking the stash now: the caller frees it into its slab.
-  bool stash_push(int sc, void* p);
+  // class sc from slab `block`; false when the class has no stash, there is no barrier
+  // for the look, or the look is taking the stash now: the caller frees it into its slab.
+  bool stash_push(int sc, void* p, const ABlock* block);
   // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
   // window, so a malloc the stash serves is a hit too.
   __attribute__((always_inline)) void* pop_stashed(int sc) {
@@ -176,8 +189,11 @@ class ThreadHeap {
   // The object p a free just listed as the only free slot of a full_ slab goes to the
   // stash instead, the slab staying full; false (p left listed) when it cannot.
   bool stash_back(Slab* slab, void* p);
-  // Whether the newest stashed object of class sc is on `block` (the owner's view).
-  bool stash_top_in(int sc, const ABlock* block) const;
+  // Whether class sc's stash holds objects and the last one pushed came from `block`
+  // (the owner's view).
+  bool stash_top_in(int sc, const ABlock* block) const {
+    return stash_[sc].load(std::memory_order_relaxed) != nullptr && stash_top_block_[sc] == block;
+  }
   // The stash handshake (see pop): false when the look is taking the stash.
   bool enter_stash() {
     popping_.store(true, std::memory_order_relaxed);
@@ -300,7 +316,8 @@ class ThreadHeap {
   std::atomic<uint8_t> stash_count_[SIZE_CLASS_COUNT] = {};
   std::atomic<bool> stash_closed_{false};
   bool stash_taken_[SIZE_CLASS_COUNT] = {};  // a malloc took from the stash since its turn
-  int stash_cursor_ = 0;                     // the class whose turn is next (stash_gc)
+  const ABlock* stash_top_block_[SIZE_CLASS_COUNT] = {};  // owner only: see stash_top_in
+  int stash_cursor_ = 0;                                  // the class whose turn is next (stash_gc)
   // Stash calls so far (the owner's): the look counts them as activity, with activity_.
   std::atomic<uint64_t> stash_ops_{0};
   uint64_t seen_stash_ops_ = UINT64_MAX;

@@ -19,7 +19,7 @@ void set_next(void* p, void* next) {
 
 }  // namespace
 
-bool ThreadHeap::stash_push(int sc, void* p) {
+bool ThreadHeap::stash_push(int sc, void* p, const ABlock* block) {
   const int cap = stash_cap(sc);
   // Without the barrier no other thread could take the stash of a heap gone idle.
   if (cap == 0 || !keep_emptied_current_) return false;
@@ -30,6 +30,7 @@ bool ThreadHeap::stash_push(int sc, void* p) {
     stash_[sc].store(p, std::memory_order_relaxed);
     stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
+    stash_top_block_[sc] = block;
   }
   leave_stash();
   if (open) ++stashed_;
@@ -102,18 +103,13 @@ void ThreadHeap::unstash(void* chain) {
 bool ThreadHeap::stash_back(Slab* slab, void* p) {
   slab->local_free_ = next_of(p);
   slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (stash_push(slab->sc_, p)) return true;
+  if (stash_push(slab->sc_, p, block_of(slab))) return true;
   // stash_push may have given older objects back to this very slab meanwhile.
   set_next(p, slab->local_free_);
   slab->local_free_ = p;
   const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
   slab->used_.store(used, std::memory_order_relaxed);
   return false;
-}
-
-bool ThreadHeap::stash_top_in(int sc, const ABlock* block) const {
-  void* top = stash_[sc].load(std::memory_order_relaxed);
-  return top != nullptr && BlockSet::ptr2block(header_of(top)) == block;
 }
 
 bool ThreadHeap::close_stash() {
