@@ -364,16 +364,29 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   return fresh;
 }
 
+int ObMallocAllocator::class_for_alignment(int64_t align, int64_t size) {
+  if (size > SMALL_OBJECT_MAX) return -1;
+  if (align <= SLAB_ALIGN) return aligned_size_class(size);
+  if (align > PAGE_ALIGN) return -1;
+  const int sc = page_size_class(size);
+  const int64_t slide = size + align - 16;
+  if (slide <= SMALL_OBJECT_MAX && class_slot_size(size_class_of(slide)) < class_slot_size(sc)) {
+    return -1;
+  }
+  return sc;
+}
+
 void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAttr& attr) {
   if (align <= 0 || (align & (align - 1)) != 0 || align > MAX_ALIGN) {
     return fail(AllocFailKind::INVALID_ARGUMENT, size);
   }
   if (align <= 16) return alloc(size, attr);
   if (size < 0 || size > OBJECT_MAX_SIZE - align) return fail(AllocFailKind::INVALID_SIZE, size);
-  if (align <= SLAB_ALIGN && size <= SMALL_OBJECT_MAX) {
-    // Up to a cache line: a plain object of an aligned class, no pad, the fast free, and
-    // the malloc's front when the drop-in malloc's entry is there.
-    const int sc = aligned_size_class(size);
+  // Up to a cache line, a plain object of an aligned class; up to a page, of a page class
+  // when its slot is no larger than the slide's below. No pad, the fast free, and the
+  // malloc's front when the drop-in malloc's entry is there.
+  const int sc = class_for_alignment(align, size);
+  if (sc >= 0) {
     const malloc_front::Entry& e = malloc_front::static_entry();
     void* p = nullptr;
     if (static_entry_valid(e, attr, id_)) {

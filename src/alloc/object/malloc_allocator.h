@@ -87,6 +87,9 @@ class ObMallocAllocator {
   // `align` must be a power of two up to MAX_ALIGN. Below 2 MiB the object slides within
   // a bigger one; from 2 MiB up it gets a chunk placed for it (AChunkMgr::alloc_chunk).
   void* alloc_align(int64_t align, int64_t size, const ObMemAttr& attr);
+  // The class alloc_align carves an object of `size` aligned to `align` (above 16) in, or
+  // -1 when it slides the object inside a bigger one instead.
+  static int class_for_alignment(int64_t align, int64_t size);
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
   // free or an overwritten tail canary is reported through report_error().
   static void free(void* ptr) {

@@ -3,7 +3,8 @@
 // user pointer is 16-byte aligned. Plain classes step by 16 bytes up to 128 and by a
 // quarter of the power of two above (at most 25% internal waste); aligned classes repeat
 // the plain slots that are multiples of 64 in slabs laid out for 64-byte-aligned user
-// pointers. Depends on aobject.h.
+// pointers, page classes those that are multiples of 4096 for page-aligned ones.
+// Depends on aobject.h.
 #pragma once
 
 #include <cstdint>
@@ -31,29 +32,47 @@ constexpr int64_t class_slot_formula(int sc) {
 // whose slot 0 starts SLAB_ALIGN bytes in, so every user pointer is 64-byte aligned. A
 // plain slab keeps its first slot 16 bytes in: an object's header then shares the cache
 // line of its first bytes, which a 64-byte-aligned object's cannot.
+// Page classes, for allocations aligned to a page (direct I/O buffers, valloc): the plain
+// slots that are multiples of 4096, slot 0 a page in, so every user pointer is page
+// aligned. An object's header ends the page before it and shares that page with the
+// canary of the slot before.
 inline constexpr int64_t SLAB_ALIGN = 64;
-constexpr int count_aligned_classes() {
+inline constexpr int64_t PAGE_ALIGN = 4096;
+constexpr int count_plain_slots_aligned_to(int64_t align) {
   int n = 0;
-  for (int sc = 0; sc < PLAIN_CLASS_COUNT; ++sc) n += class_slot_formula(sc) % SLAB_ALIGN == 0;
+  for (int sc = 0; sc < PLAIN_CLASS_COUNT; ++sc) n += class_slot_formula(sc) % align == 0;
   return n;
 }
-inline constexpr int ALIGNED_CLASS_BASE = PLAIN_CLASS_COUNT;
-inline constexpr int SIZE_CLASS_COUNT = PLAIN_CLASS_COUNT + count_aligned_classes();
-constexpr int64_t any_class_slot_formula(int sc) {
-  if (sc < PLAIN_CLASS_COUNT) return class_slot_formula(sc);
-  int k = sc - ALIGNED_CLASS_BASE;
+// The k-th plain slot that is a multiple of `align`.
+constexpr int64_t plain_slot_aligned_to(int64_t align, int k) {
   for (int p = 0; p < PLAIN_CLASS_COUNT; ++p) {
-    if (class_slot_formula(p) % SLAB_ALIGN != 0) continue;
+    if (class_slot_formula(p) % align != 0) continue;
     if (k-- == 0) return class_slot_formula(p);
   }
   return 0;
 }
+inline constexpr int ALIGNED_CLASS_BASE = PLAIN_CLASS_COUNT;
+inline constexpr int PAGE_CLASS_BASE =
+    ALIGNED_CLASS_BASE + count_plain_slots_aligned_to(SLAB_ALIGN);
+inline constexpr int SIZE_CLASS_COUNT = PAGE_CLASS_BASE + count_plain_slots_aligned_to(PAGE_ALIGN);
+constexpr int64_t any_class_slot_formula(int sc) {
+  if (sc < PLAIN_CLASS_COUNT) return class_slot_formula(sc);
+  if (sc < PAGE_CLASS_BASE) return plain_slot_aligned_to(SLAB_ALIGN, sc - ALIGNED_CLASS_BASE);
+  return plain_slot_aligned_to(PAGE_ALIGN, sc - PAGE_CLASS_BASE);
+}
+// An aligned or a page class: user pointers aligned to 64 at least.
 constexpr bool is_aligned_class(int sc) {
   return sc >= ALIGNED_CLASS_BASE;
 }
-// Bytes before slot 0 in a slab of class sc: its user pointer is 16 bytes in, or 64.
+constexpr bool is_page_class(int sc) {
+  return sc >= PAGE_CLASS_BASE;
+}
+// Bytes before slot 0 in a slab of class sc: its user pointer is 16 bytes in, 64 or 4096.
 constexpr int64_t slab_lead(int sc) {
-  return (is_aligned_class(sc) ? SLAB_ALIGN : 2 * AOBJECT_HEADER_SIZE) - AOBJECT_HEADER_SIZE;
+  const int64_t user = is_page_class(sc)      ? PAGE_ALIGN
+                       : is_aligned_class(sc) ? SLAB_ALIGN
+                                              : 2 * AOBJECT_HEADER_SIZE;
+  return user - AOBJECT_HEADER_SIZE;
 }
 // From a table: the allocation paths look a slot size up for every object they carve,
 // and another thread's free the canary's first possible byte.
@@ -67,7 +86,7 @@ struct ClassSlotTable {
     for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
       slot[sc] = static_cast<int32_t>(any_class_slot_formula(sc));
       tail_min[sc] =
-          sc == 0 || sc == ALIGNED_CLASS_BASE
+          sc == 0 || sc == ALIGNED_CLASS_BASE || sc == PAGE_CLASS_BASE
               ? 1
               : static_cast<int32_t>(any_class_slot_formula(sc - 1) - AOBJECT_META_SIZE + 1);
     }
@@ -84,7 +103,8 @@ static_assert(class_slot_size(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 constexpr int64_t class_tail_min(int sc) {
   return CLASS_SLOT_TABLE.tail_min[sc];
 }
-static_assert(class_tail_min(0) == 1 && class_tail_min(ALIGNED_CLASS_BASE) == 1);
+static_assert(class_tail_min(0) == 1 && class_tail_min(ALIGNED_CLASS_BASE) == 1 &&
+              class_tail_min(PAGE_CLASS_BASE) == 1);
 static_assert(class_tail_min(1) == class_slot_size(0) - AOBJECT_META_SIZE + 1);
 
 // A slab is 16 KiB (2 blocks: 127 slabs fill a chunk exactly) up to 1 KiB slots. Above,
@@ -157,21 +177,27 @@ inline int size_class_of(int64_t size) {
   return SIZE_CLASS_TABLE.by_slot_step[step >> LARGE_SLOT_STEP_SHIFT];
 }
 
-// The aligned class that holds `size` (<= SMALL_OBJECT_MAX): the smallest whose slot is at
-// least the plain class's.
+// The aligned (or page) class that holds `size` (<= SMALL_OBJECT_MAX): the smallest whose
+// slot is at least the plain class's.
 struct AlignedOfPlainTable {
   uint8_t sc[PLAIN_CLASS_COUNT];
-  constexpr AlignedOfPlainTable() : sc() {
+  constexpr AlignedOfPlainTable(int base, int end) : sc() {
     for (int p = 0; p < PLAIN_CLASS_COUNT; ++p) {
-      int a = ALIGNED_CLASS_BASE;
-      while (any_class_slot_formula(a) < class_slot_formula(p)) ++a;
+      int a = base;
+      while (a + 1 < end && any_class_slot_formula(a) < class_slot_formula(p)) ++a;
       sc[p] = static_cast<uint8_t>(a);
     }
   }
 };
-inline constexpr AlignedOfPlainTable ALIGNED_OF_PLAIN{};
+inline constexpr AlignedOfPlainTable ALIGNED_OF_PLAIN{ALIGNED_CLASS_BASE, PAGE_CLASS_BASE};
+inline constexpr AlignedOfPlainTable PAGE_OF_PLAIN{PAGE_CLASS_BASE, SIZE_CLASS_COUNT};
 inline int aligned_size_class(int64_t size) {
   return ALIGNED_OF_PLAIN.sc[size_class_of(size)];
 }
+inline int page_size_class(int64_t size) {
+  return PAGE_OF_PLAIN.sc[size_class_of(size)];
+}
+static_assert(any_class_slot_formula(PAGE_CLASS_BASE) == PAGE_ALIGN);
+static_assert(any_class_slot_formula(SIZE_CLASS_COUNT - 1) == SMALL_SLOT_MAX);
 
 }  // namespace achunk

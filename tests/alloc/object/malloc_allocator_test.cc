@@ -94,8 +94,8 @@ TEST_F(ObMallocTest, APlainObjectsHeaderSharesTheLineOfItsFirstBytes) {
 }
 
 // Above 64 the object slides inside a bigger one by at most align - 16 (both pointers are
-// 16-byte aligned): a 4 KiB buffer aligned to 4 KiB takes an 8 KiB slot, not the next
-// class up.
+// 16-byte aligned), unless a page class's slot is no larger: a 1000-byte object aligned
+// to 128 takes a 1280-byte slot, not a 4 KiB one.
 TEST_F(ObMallocTest, AnAlignedObjectSlidesByAtMostAlignMinus16) {
   const ObMemAttr attr(TENANT, "t_align_slide");
   for (int64_t align : {128, 1024, 4096}) {
@@ -104,12 +104,48 @@ TEST_F(ObMallocTest, AnAlignedObjectSlidesByAtMostAlignMinus16) {
       ASSERT_NE(p, nullptr);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u);
       EXPECT_EQ(ObMallocAllocator::get_size(p), size);
-      ABlock* block = BlockSet::ptr2block(header_of(p));
-      EXPECT_EQ(slab_of(block)->sc_, size_class_of(size + align - 16)) << align << " " << size;
+      const int sc = slab_of(BlockSet::ptr2block(header_of(p)))->sc_;
+      const int slide = size_class_of(size + align - 16);
+      if (ObMallocAllocator::class_for_alignment(align, size) < 0) {
+        EXPECT_EQ(sc, slide) << align << " " << size;
+      } else {
+        EXPECT_TRUE(is_page_class(sc)) << align << " " << size;
+        EXPECT_LE(class_slot_size(sc), class_slot_size(slide)) << align << " " << size;
+      }
       std::memset(p, 1, static_cast<size_t>(size));
       ObMallocAllocator::free(p);
     }
   }
+  EXPECT_EQ(ObMallocAllocator::class_for_alignment(128, 1000), -1);
+  EXPECT_EQ(ObMallocAllocator::class_for_alignment(4096, 100), PAGE_CLASS_BASE);
+}
+
+// Direct I/O buffers: page-aligned objects up to a slab's largest are plain objects of a
+// page class (IN_USE header, the fast free), in a slot no larger than the slide's, whose
+// header shares a page with the canary of the slot before.
+TEST_F(ObMallocTest, APageAlignedObjectIsAPlainObjectOfAPageClass) {
+  const ObMemAttr attr(TENANT, "t_align_page");
+  std::vector<void*> objs;
+  for (int64_t size = 0; size <= SMALL_OBJECT_MAX; size += 1 + size / 5) {
+    for (int i = 0; i < 3; ++i) {
+      void* p = alloc_->alloc_align(PAGE_ALIGN, size, attr);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % PAGE_ALIGN, 0u) << size;
+      ASSERT_EQ(header_state(load_header(p)), ObjectState::IN_USE) << size;
+      ASSERT_EQ(ObMallocAllocator::get_size(p), size);
+      const int sc = slab_of(BlockSet::ptr2block(header_of(p)))->sc_;
+      ASSERT_TRUE(is_page_class(sc)) << size;
+      const int64_t slide = size + PAGE_ALIGN - 16;
+      if (slide <= SMALL_OBJECT_MAX) {
+        ASSERT_LE(class_slot_size(sc), class_slot_size(size_class_of(slide))) << size;
+      }
+      std::memset(p, 1, static_cast<size_t>(size));
+      objs.push_back(p);
+    }
+  }
+  EXPECT_EQ(usage_of("t_align_page").count, static_cast<int64_t>(objs.size()));
+  for (void* p : objs) ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  EXPECT_EQ(usage_of("t_align_page").count, 0);
 }
 
 TEST_F(ObMallocTest, AccountingByCtxAndLabelIsExact) {
