@@ -63,8 +63,8 @@ class ThreadHeap {
   static constexpr int FULL_SLABS_KEPT = 16;
   // Bytes of freed objects a heap may stash per class (and at most STASH_MAX_COUNT
   // objects); a class whose slot is larger has no stash. Past that, the stash gives its
-  // older half back to the slabs (unstash). All classes together hold at most about
-  // 430 KiB, which another thread's look takes back from an idle heap.
+  // older half back to the slabs (unstash). All classes together hold at most
+  // 405 KiB, which another thread's look takes back from an idle heap.
   static constexpr int64_t STASH_BYTES = thread_heap_detail::STASH_BYTES;
   static constexpr int STASH_MAX_COUNT = thread_heap_detail::STASH_MAX_COUNT;
   static int stash_cap(int sc) { return thread_heap_detail::STASH_CAP.n[sc]; }

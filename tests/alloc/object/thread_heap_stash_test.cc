@@ -64,10 +64,17 @@ class ThreadHeapStashTest : public ChunkMgrTest {
 };
 
 TEST_F(ThreadHeapStashTest, StashCapsHoldAtMostStashBytesPerClass) {
+  int64_t total = 0;
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     EXPECT_LE(ThreadHeap::stash_cap(sc) * class_slot_size(sc), ThreadHeap::STASH_BYTES);
     EXPECT_LE(ThreadHeap::stash_cap(sc), ThreadHeap::STASH_MAX_COUNT);
+    // The table agrees with the rule it caches.
+    const int64_t by_bytes = ThreadHeap::STASH_BYTES / class_slot_size(sc);
+    EXPECT_EQ(ThreadHeap::stash_cap(sc),
+              by_bytes < ThreadHeap::STASH_MAX_COUNT ? by_bytes : ThreadHeap::STASH_MAX_COUNT);
+    total += ThreadHeap::stash_cap(sc) * class_slot_size(sc);
   }
+  EXPECT_LE(total, 405 * 1024);  // the bound DESIGN and TUNING give
   EXPECT_EQ(ThreadHeap::stash_cap(SC), ThreadHeap::STASH_MAX_COUNT);
   EXPECT_EQ(ThreadHeap::stash_cap(size_class_of(16000)), 0);
 }
