@@ -94,12 +94,10 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash) 
     free_span(block);
     return;
   }
-  // A disowned slab, maybe by this thread: a tail call, so another thread's free, the
-  // common case here, saves no register for it.
-  if (may_stash &&
-      (reinterpret_cast<uintptr_t>(slab->owner_thread_.load(std::memory_order_relaxed)) &
-       Slab::DISOWNED) != 0) {
-    free_disowned(ptr, block, slab);
+  // Into this thread's stash when it can: a tail call, so the remote free below, what a
+  // stash that cannot take it comes back to, stays a leaf that saves no register.
+  if (may_stash) {
+    free_foreign(ptr, block, slab);
     return;
   }
   // Another thread's slab (or a disowned one): a lock-free push its owner collects.
@@ -129,13 +127,15 @@ void ObjectSet::made_findable(ABlock* block, Slab* slab) {
   set->push_ready(block);
 }
 
-void ObjectSet::free_disowned(void* ptr, ABlock* block, Slab* slab) {
-  // A slab this thread let go when it filled: the object waits in the stash for this
-  // thread's next malloc of the class, and the slab stays out of every list.
-  if (slab->owner_thread_.load(std::memory_order_relaxed) == disowned_by_this_thread()) {
-    ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
-    if (heap != nullptr && heap->stash_push(slab->sc_, ptr, block)) return;
-  }
+void ObjectSet::free_foreign(void* ptr, ABlock* block, Slab* slab) {
+  // A slab this thread let go when it filled, or another thread's: the object waits in
+  // this thread's stash for its next malloc of the class, as tcmalloc's per-CPU lists
+  // take any object. The slab stays as it is, its owner's counts untouched; the stash
+  // gives the object back as a remote free when it overflows, is collected, or is taken
+  // from an idle heap. A thread with no heap in the set (one that only frees) does not
+  // get one for it.
+  ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
+  if (heap != nullptr && heap->stash_push(slab->sc_, ptr, block)) return;
   free_slow(ptr, block, slab, false);
 }
 

@@ -298,7 +298,7 @@ void ObjectSet::settle(ABlock* block, bool ready_if_room) {
 }
 
 void ObjectSet::push_ready(ABlock* block) {
-  std::atomic<ABlock*>& stack = ready_[slab_of(block)->sc_];
+  std::atomic<ABlock*>& stack = ready_[slab_of(block)->sc_].head;
   ABlock* head = stack.load(std::memory_order_relaxed);
   do {
     block->next_ = head;
@@ -307,9 +307,9 @@ void ObjectSet::push_ready(ABlock* block) {
 }
 
 ABlock* ObjectSet::pop_ready(int sc) {
-  std::atomic<ABlock*>& stack = ready_[sc];
+  std::atomic<ABlock*>& stack = ready_[sc].head;
   if (stack.load(std::memory_order_relaxed) == nullptr) return nullptr;
-  std::lock_guard<SpinLock> guard(ready_lock_);
+  std::lock_guard<SpinLock> guard(ready_[sc].lock);
   ABlock* head = stack.load(std::memory_order_acquire);
   // Only pushes race with this: a failed CAS reloads a head they put on top.
   while (head != nullptr &&
@@ -321,12 +321,12 @@ ABlock* ObjectSet::pop_ready(int sc) {
 }
 
 void ObjectSet::settle_ready() {
-  for (auto& stack : ready_) {
-    if (stack.load(std::memory_order_relaxed) == nullptr) continue;
+  for (ReadyStack& ready : ready_) {
+    if (ready.head.load(std::memory_order_relaxed) == nullptr) continue;
     ABlock* block;
     {
-      std::lock_guard<SpinLock> guard(ready_lock_);
-      block = stack.exchange(nullptr, std::memory_order_acquire);
+      std::lock_guard<SpinLock> guard(ready.lock);
+      block = ready.head.exchange(nullptr, std::memory_order_acquire);
     }
     while (block != nullptr) {
       ABlock* next = block->next_;  // before settle: once disowned it may be pushed again
@@ -390,7 +390,7 @@ void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       v.visit(set->heaps_lock_, "object_set.heaps");
-      v.visit(set->ready_lock_, "object_set.ready");
+      for (ReadyStack& ready : set->ready_) v.visit(ready.lock, "object_set.ready");
       set->mgr_.visit_fork_locks(v);
     }
   }

@@ -239,12 +239,12 @@ class ObjectSet {
   // *zeroed (when given): see BlockSet::alloc_block.
   template <typename Init>
   ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr, int64_t head_align = 0);
-  // Big objects and frees onto another thread's slab (or one this thread disowned:
-  // stashed unless `may_stash` is false).
+  // Big objects and frees onto a slab this thread does not own (another thread's, or a
+  // disowned one): stashed unless `may_stash` is false, else a remote free.
   static void free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash = true);
-  // free_slow for a disowned slab: into the stash if this thread disowned it, else as
-  // free_slow does.
-  __attribute__((noinline)) static void free_disowned(void* ptr, ABlock* block, Slab* slab);
+  // free_slow's stash: into this thread's stash of the slab's set if it has one with
+  // room, else the remote free.
+  __attribute__((noinline)) static void free_foreign(void* ptr, ABlock* block, Slab* slab);
   // A remote free cleared a disowned slab's REMOTE_NOTIFY: its former owner takes it
   // back, anyone else pushes it onto the ready stack.
   __attribute__((noinline)) static void made_findable(ABlock* block, Slab* slab);
@@ -252,10 +252,14 @@ class ObjectSet {
   ChunkSource& source_;
   ObjectMgr mgr_;  // the block layer, sharded
   // Per class, disowned slabs a free made room on, linked via ABlock next_. Pushed by any
-  // thread without a lock; taken (one, or all) only under ready_lock_, so a pop's CAS
-  // cannot meet a head that was taken and pushed again (no ABA).
-  std::atomic<ABlock*> ready_[SIZE_CLASS_COUNT] = {};
-  SpinLock ready_lock_;
+  // thread without a lock; taken (one, or all) only under the class's lock, so a pop's
+  // CAS cannot meet a head that was taken and pushed again (no ABA). A line per class:
+  // the threads refilling and freeing into one class do not stall those of another.
+  struct alignas(64) ReadyStack {
+    std::atomic<ABlock*> head{nullptr};
+    SpinLock lock;
+  };
+  ReadyStack ready_[SIZE_CLASS_COUNT];
   std::atomic<int64_t> slabs_settled_{0};
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};

@@ -160,6 +160,55 @@ TEST_F(ThreadHeapStashTest, AFreeIntoASlabThisThreadDisownedIsStashed) {
   free_rest(set, slabs, next);
 }
 
+// A thread that allocates in the set stashes another thread's object rather than pushing
+// it onto that slab's remote list (tcmalloc's per-CPU lists take any object): its next
+// malloc of the class reuses it, and its exit gives the rest back as remote frees.
+TEST_F(ThreadHeapStashTest, AFreeOfAnotherThreadsObjectWaitsInTheFreeingThreadsStash) {
+  ObjectSet set(source_);
+  std::vector<void*> mine;
+  for (int i = 0; i < 3; ++i) mine.push_back(set.alloc(SIZE, 0));
+  ABlock* block = block_of_object(mine[0]);
+  const int32_t used = slab_of(block)->used_.load();
+  std::thread([&] {
+    // A whole slab of its own, so its current slab is dry and a malloc looks at the stash.
+    std::vector<void*> own;
+    for (int i = 0; i < PER_SLAB; ++i) own.push_back(set.alloc(SIZE, 0));
+    ThreadHeap* heap = set.existing_heap();
+    ASSERT_NE(heap, nullptr);
+    ObjectSet::free(mine[0]);
+    ObjectSet::free(mine[1]);
+    EXPECT_EQ(heap->stash_count(SC), 2);
+    EXPECT_EQ(pending_frees(block), 0u);
+    // The owner's count is untouched: the objects are still out of its slab.
+    EXPECT_EQ(slab_of(block)->used_.load(), used);
+    EXPECT_EQ(set.alloc(SIZE, 0), mine[1]);
+    EXPECT_EQ(heap->stash_count(SC), 1);
+    ObjectSet::free(mine[1]);
+    for (void* p : own) ObjectSet::free(p);
+  }).join();
+  // The exit gave both back to the owner's slab as remote frees.
+  EXPECT_EQ(pending_frees(block), 2u);
+  ObjectSet::free(mine[2]);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A thread that only frees gets no heap for it: the free is a remote one.
+TEST_F(ThreadHeapStashTest, AThreadThatOnlyFreesPushesOntoTheSlabsRemoteList) {
+  ObjectSet set(source_);
+  void* p = set.alloc(SIZE, 0);
+  void* q = set.alloc(SIZE, 0);
+  ABlock* block = block_of_object(p);
+  std::thread([&] {
+    ObjectSet::free(p);
+    EXPECT_EQ(set.existing_heap(), nullptr);
+  }).join();
+  EXPECT_EQ(pending_frees(block), 1u);
+  ObjectSet::free(q);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // A class no malloc takes from any more (a buffer grown by realloc left it) gives its
 // stash back within two turns of the refills' cursor, and its emptied slab goes with it.
 TEST_F(ThreadHeapStashTest, AStashNoMallocTakesFromGoesBackAtLaterRefills) {
