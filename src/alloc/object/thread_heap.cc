@@ -81,22 +81,28 @@ void ThreadHeap::unlink_full(int sc, ABlock* block) {
 }
 
 void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab, void* p, bool may_stash) {
-  int32_t used = slab->used_.load(std::memory_order_relaxed);
-  if (used != 0 && !slab->in_full_) return;
-  // The slab is this thread's, so this thread's heap of the slab's set is alive.
-  ThreadHeap* heap = ObjectSet::owner_of(block)->existing_heap();
-  if (heap == nullptr) return;
-  // A free into the slab the class's last stashed object came from is one of a batch
-  // freed together (a request's objects): the slab takes them as plain local frees.
-  if (used != 0 && may_stash && !heap->stash_top_in(slab->sc_, block) &&
-      heap->stash_back(slab, p)) {
-    return;
+  ThreadHeap* heap = nullptr;
+  // The slab is this thread's, so this thread's heap of the slab's set is alive. A free
+  // into the slab the class's last stashed object came from is one of a batch freed
+  // together (a request's objects): the slab takes them as plain local frees.
+  if (may_stash && slab->in_full_ && slab->used_.load(std::memory_order_relaxed) != 1) {
+    heap = ObjectSet::owner_of(block)->existing_heap();
+    if (heap != nullptr && !heap->stash_top_in(slab->sc_, block) &&
+        heap->stash_push(slab->sc_, p, block)) {
+      return;
+    }
   }
   // A stash that could not take p may have given older objects back to this slab.
-  used = slab->used_.load(std::memory_order_relaxed);
+  *static_cast<void**>(p) = slab->local_free_;
+  slab->local_free_ = p;
+  const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
+  slab->used_.store(used, std::memory_order_relaxed);
+  if (used != 0 && !slab->in_full_) return;
+  if (heap == nullptr) heap = ObjectSet::owner_of(block)->existing_heap();
+  if (heap == nullptr) return;
   if (used == 0) {
     heap->on_slab_empty(block, slab);
-  } else if (slab->in_full_) {
+  } else {
     heap->on_slab_unfull(block, slab);
   }
 }

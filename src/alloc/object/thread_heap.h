@@ -133,16 +133,16 @@ class ThreadHeap {
   // object leaves the stash.
   static void free_local(ABlock* block, Slab* slab, void* p, bool may_stash = true) {
     void* next = slab->local_free_;
-    *static_cast<void**>(p) = next;
-    slab->local_free_ = p;
     const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
-    // Emptied, or the first free slot of a slab that was out of them (maybe a full_ one);
-    // the current slab stays as it is either way.
+    // Emptied, or the first free slot of a slab that was out of them (maybe a full_ one):
+    // the slow path frees p itself, into the stash or the slab. The current slab stays as
+    // it is either way.
     if ((used == 0 || next == nullptr) && !slab->in_current_) {
-      slab->used_.store(used, std::memory_order_relaxed);
       slab_freed_slow(block, slab, p, may_stash);
       return;
     }
+    *static_cast<void**>(p) = next;
+    slab->local_free_ = p;
     // Stored last (release): a thread that finds used_ 0 after the barrier knows this free
     // is done.
     slab->used_.store(used, std::memory_order_release);
@@ -185,10 +185,10 @@ class ThreadHeap {
   friend class ObjectSet;
   friend struct ThreadHeapTestPeer;  // holds popping_ up, as a pop stopped midway would
   void* alloc_slow(int sc);
+  // free_local's rest, p not yet listed: the first free slot of a full_ slab goes to the
+  // stash when it can, the slab staying full; anything else is listed here, and an
+  // emptied or no longer full slab moves.
   static void slab_freed_slow(ABlock* block, Slab* slab, void* p, bool may_stash);
-  // The object p a free just listed as the only free slot of a full_ slab goes to the
-  // stash instead, the slab staying full; false (p left listed) when it cannot.
-  bool stash_back(Slab* slab, void* p);
   // Whether class sc's stash holds objects and the last one pushed came from `block`
   // (the owner's view).
   bool stash_top_in(int sc, const ABlock* block) const {

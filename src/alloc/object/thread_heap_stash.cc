@@ -100,18 +100,6 @@ void ThreadHeap::unstash(void* chain) {
   }
 }
 
-bool ThreadHeap::stash_back(Slab* slab, void* p) {
-  slab->local_free_ = next_of(p);
-  slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (stash_push(slab->sc_, p, block_of(slab))) return true;
-  // stash_push may have given older objects back to this very slab meanwhile.
-  set_next(p, slab->local_free_);
-  slab->local_free_ = p;
-  const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
-  slab->used_.store(used, std::memory_order_relaxed);
-  return false;
-}
-
 bool ThreadHeap::close_stash() {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     if (stash_[sc].load(std::memory_order_relaxed) != nullptr) {
