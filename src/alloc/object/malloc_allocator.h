@@ -91,9 +91,10 @@ class ObMallocAllocator {
   // -1 when it slides the object inside a bigger one instead.
   static int class_for_alignment(int64_t align, int64_t size);
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
-  // free or an overwritten tail canary is reported through report_error().
+  // free or an overwritten tail canary is reported through report_error(). nullptr fails
+  // the fast path's registry test (no chunk at address 0), so only the slow path asks.
   static void free(void* ptr) {
-    if (ptr != nullptr && !ObjectSet::try_free_fast(ptr)) free_checked(ptr);
+    if (!ObjectSet::try_free_fast(ptr)) free_checked(ptr);
   }
   // Requested size of a live object; -1 (and a report) for an invalid pointer.
   static int64_t get_size(void* ptr);
