@@ -10,10 +10,11 @@
 // on its slow paths only, and for a current slab or the stash through a handshake with
 // the pops (pop, enter_stash).
 // A free that would make a slab without free slots (full_ or disowned) partial again puts
-// the object on its class's stash instead, and a pop that finds the current slab dry takes
-// from the stash before any refill: a thread replacing random objects of a large live set
-// reuses its own frees instead of handing slabs back and forth (jemalloc's tcache, behind
-// the slab lists rather than in front of them).
+// the object on its class's stash instead, and so does a free of another thread's object;
+// a pop that finds the current slab dry takes from the stash before any refill: a thread
+// replacing random objects of a large live set reuses its own frees instead of handing
+// slabs back and forth, and one serving requests other threads allocated reuses those
+// (jemalloc's tcache, behind the slab lists rather than in front of them).
 // Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
 
@@ -161,8 +162,9 @@ class ThreadHeap {
   int stash_count(int sc) const { return stash_count_[sc].load(std::memory_order_relaxed); }
 
   // The owner stashes a freed object (header FREE, still counted in its slab's used_) of
-  // class sc from slab `block`; false when the class has no stash, there is no barrier
-  // for the look, or the look is taking the stash now: the caller frees it into its slab.
+  // class sc from slab `block`, its own or another thread's; false when the class has no
+  // stash, there is no barrier for the look, or the look is taking the stash now: the
+  // caller frees it into its slab.
   bool stash_push(int sc, void* p, const ABlock* block);
   // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
   // window, so a malloc the stash serves is a hit too.
