@@ -402,7 +402,7 @@ inline bool ObjectSet::try_free_fast(void* ptr) {
   // An object another core wrote: its header and canary are both likely misses.
   prefetch_tail_bounds(ptr, sc);
   if (!checked()) return false;
-  free_slow(ptr, block, slab);
+  free_foreign(ptr, block, slab);  // free_slow's choice for a slab's object
   return true;
 }
 

@@ -31,12 +31,22 @@ class ObjectSet;
 namespace thread_heap_detail {
 inline constexpr int64_t STASH_BYTES = 8192;
 inline constexpr int STASH_MAX_COUNT = 64;
+// A page class (page-aligned buffers: direct I/O, valloc) has slots above the byte budget
+// from an 8 KiB buffer up, and 3-8 of them a slab: without a stash each free into a full
+// slab and the malloc after it are slab hand-offs. Up to a 16 KiB buffer (an InnoDB page,
+// a 20 KiB slot) it stashes two objects whatever their bytes.
+inline constexpr int PAGE_STASH_FLOOR = 2;
+inline constexpr int64_t PAGE_STASH_SLOT_MAX = 20480;
 // Per class, from a table: every stash push asks, and a division costs more than the push.
 struct StashCapTable {
   uint8_t n[SIZE_CLASS_COUNT];
   constexpr StashCapTable() : n() {
     for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-      const int64_t slots = STASH_BYTES / class_slot_size(sc);
+      int64_t slots = STASH_BYTES / class_slot_size(sc);
+      if (is_page_class(sc) && class_slot_size(sc) <= PAGE_STASH_SLOT_MAX &&
+          slots < PAGE_STASH_FLOOR) {
+        slots = PAGE_STASH_FLOOR;
+      }
       n[sc] = static_cast<uint8_t>(slots > STASH_MAX_COUNT ? STASH_MAX_COUNT : slots);
     }
   }
@@ -63,11 +73,14 @@ class ThreadHeap {
   // it partial again without an atomic. Bounds what thread exit walks.
   static constexpr int FULL_SLABS_KEPT = 16;
   // Bytes of freed objects a heap may stash per class (and at most STASH_MAX_COUNT
-  // objects); a class whose slot is larger has no stash. Past that, the stash gives its
+  // objects); a class whose slot is larger has no stash, but for the page classes up to
+  // PAGE_STASH_SLOT_MAX, which keep PAGE_STASH_FLOOR. Past that, the stash gives its
   // older half back to the slabs (unstash). All classes together hold at most
-  // 405 KiB, which another thread's look takes back from an idle heap.
+  // 509 KiB, which another thread's look takes back from an idle heap.
   static constexpr int64_t STASH_BYTES = thread_heap_detail::STASH_BYTES;
   static constexpr int STASH_MAX_COUNT = thread_heap_detail::STASH_MAX_COUNT;
+  static constexpr int PAGE_STASH_FLOOR = thread_heap_detail::PAGE_STASH_FLOOR;
+  static constexpr int64_t PAGE_STASH_SLOT_MAX = thread_heap_detail::PAGE_STASH_SLOT_MAX;
   static int stash_cap(int sc) { return thread_heap_detail::STASH_CAP.n[sc]; }
 
   explicit ThreadHeap(ObjectSet* set) : set_(set) {}
@@ -164,8 +177,13 @@ class ThreadHeap {
   // The owner stashes a freed object (header FREE, still counted in its slab's used_) of
   // class sc from slab `block`, its own or another thread's; false when the class has no
   // stash, there is no barrier for the look, or the look is taking the stash now: the
-  // caller frees it into its slab.
-  bool stash_push(int sc, void* p, const ABlock* block);
+  // caller frees it into its slab. Inline while the stash has room (every free that lands
+  // in a full or foreign slab comes here); a full one first gives half back, out of line.
+  __attribute__((always_inline)) bool stash_push(int sc, void* p, const ABlock* block) {
+    const uint8_t count = stash_count_[sc].load(std::memory_order_relaxed);
+    if (count >= stash_cap(sc) || !keep_emptied_current_) return stash_push_full(sc, p, block);
+    return stash_push_room(sc, p, block, count);
+  }
   // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
   // window, so a malloc the stash serves is a hit too.
   __attribute__((always_inline)) void* pop_stashed(int sc) {
@@ -207,6 +225,23 @@ class ThreadHeap {
     popping_.store(false, std::memory_order_release);
     stash_ops_.store(stash_ops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+  // stash_push with `count` (< the cap) objects in the stash.
+  __attribute__((always_inline)) bool stash_push_room(int sc, void* p, const ABlock* block,
+                                                      uint8_t count) {
+    const bool open = enter_stash();
+    if (open) {
+      *static_cast<void**>(p) = stash_[sc].load(std::memory_order_relaxed);
+      stash_[sc].store(p, std::memory_order_relaxed);
+      stash_count_[sc].store(static_cast<uint8_t>(count + 1), std::memory_order_relaxed);
+      stash_top_block_[sc] = block;
+    }
+    leave_stash();
+    stashed_ += open;
+    return open;
+  }
+  // stash_push for a class with no stash, a heap without the barrier, or a full stash
+  // (whose older half goes back first).
+  __attribute__((noinline)) bool stash_push_full(int sc, void* p, const ABlock* block);
   // Gives the older half of class sc's stash back to the slabs.
   void unstash_half(int sc);
   // Gives all of class sc's stash back to the slabs.

@@ -19,22 +19,11 @@ void set_next(void* p, void* next) {
 
 }  // namespace
 
-bool ThreadHeap::stash_push(int sc, void* p, const ABlock* block) {
-  const int cap = stash_cap(sc);
+bool ThreadHeap::stash_push_full(int sc, void* p, const ABlock* block) {
   // Without the barrier no other thread could take the stash of a heap gone idle.
-  if (cap == 0 || !keep_emptied_current_) return false;
-  if (stash_count_[sc].load(std::memory_order_relaxed) >= cap) unstash_half(sc);
-  const bool open = enter_stash();
-  if (open) {
-    set_next(p, stash_[sc].load(std::memory_order_relaxed));
-    stash_[sc].store(p, std::memory_order_relaxed);
-    stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) + 1,
-                           std::memory_order_relaxed);
-    stash_top_block_[sc] = block;
-  }
-  leave_stash();
-  if (open) ++stashed_;
-  return open;
+  if (stash_cap(sc) == 0 || !keep_emptied_current_) return false;
+  unstash_half(sc);
+  return stash_push_room(sc, p, block, stash_count_[sc].load(std::memory_order_relaxed));
 }
 
 void ThreadHeap::stash_gc() {
