@@ -180,9 +180,13 @@ class ThreadHeap {
   // caller frees it into its slab. Inline while the stash has room (every free that lands
   // in a full or foreign slab comes here); a full one first gives half back, out of line.
   __attribute__((always_inline)) bool stash_push(int sc, void* p, const ABlock* block) {
-    const uint8_t count = stash_count_[sc].load(std::memory_order_relaxed);
-    if (count >= stash_cap(sc) || !keep_emptied_current_) return stash_push_full(sc, p, block);
-    return stash_push_room(sc, p, block, count);
+    // Read again inside the handshake: the look may empty the stash in between, never
+    // fill it, so this test only sends a push out of line too often.
+    if (stash_count_[sc].load(std::memory_order_relaxed) >= stash_cap(sc) ||
+        !keep_emptied_current_) {
+      return stash_push_full(sc, p, block);
+    }
+    return stash_push_room(sc, p, block);
   }
   // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
   // window, so a malloc the stash serves is a hit too.
@@ -225,14 +229,15 @@ class ThreadHeap {
     popping_.store(false, std::memory_order_release);
     stash_ops_.store(stash_ops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  // stash_push with `count` (< the cap) objects in the stash.
-  __attribute__((always_inline)) bool stash_push_room(int sc, void* p, const ABlock* block,
-                                                      uint8_t count) {
+  // stash_push once the stash has room. The count is read inside the handshake: a look
+  // that took the stash before it began has left it empty.
+  __attribute__((always_inline)) bool stash_push_room(int sc, void* p, const ABlock* block) {
     const bool open = enter_stash();
     if (open) {
       *static_cast<void**>(p) = stash_[sc].load(std::memory_order_relaxed);
       stash_[sc].store(p, std::memory_order_relaxed);
-      stash_count_[sc].store(static_cast<uint8_t>(count + 1), std::memory_order_relaxed);
+      stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
       stash_top_block_[sc] = block;
     }
     leave_stash();

@@ -23,7 +23,7 @@ bool ThreadHeap::stash_push_full(int sc, void* p, const ABlock* block) {
   // Without the barrier no other thread could take the stash of a heap gone idle.
   if (stash_cap(sc) == 0 || !keep_emptied_current_) return false;
   unstash_half(sc);
-  return stash_push_room(sc, p, block, stash_count_[sc].load(std::memory_order_relaxed));
+  return stash_push_room(sc, p, block);
 }
 
 void ThreadHeap::stash_gc() {

@@ -68,7 +68,9 @@ TEST_F(ThreadHeapStashTest, StashCapsHoldAtMostStashBytesPerClass) {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     const int64_t slot = class_slot_size(sc);
     const bool floored = is_page_class(sc) && slot <= ThreadHeap::PAGE_STASH_SLOT_MAX;
-    if (!floored) EXPECT_LE(ThreadHeap::stash_cap(sc) * slot, ThreadHeap::STASH_BYTES);
+    if (!floored) {
+      EXPECT_LE(ThreadHeap::stash_cap(sc) * slot, ThreadHeap::STASH_BYTES);
+    }
     EXPECT_LE(ThreadHeap::stash_cap(sc), ThreadHeap::STASH_MAX_COUNT);
     // The table agrees with the rule it caches.
     int64_t want = ThreadHeap::STASH_BYTES / slot;
