@@ -17,8 +17,8 @@ void* MallocShim::aligned(size_t alignment, size_t size) {
       alignment > static_cast<size_t>(ObMallocAllocator::MAX_ALIGN)) {
     return fail_enomem();
   }
-  void* p = allocator_.alloc_align(static_cast<int64_t>(alignment), static_cast<int64_t>(size),
-                                   GLIBC_ATTR);
+  void* p = allocator_.alloc_align_static(static_cast<int64_t>(alignment),
+                                          static_cast<int64_t>(size), GLIBC_ATTR);
   return p != nullptr ? p : fail_enomem();
 }
 

@@ -212,15 +212,27 @@ void* ObMallocAllocator::alloc_static_miss(int64_t size, const ObMemAttr& attr) 
 
 void* ObMallocAllocator::alloc_static_slow(int64_t size, const ObMemAttr& attr) {
   void* p = alloc_slow(size, attr);
+  if (p != nullptr) adopt_static_entry(attr);
+  return p;
+}
+
+void ObMallocAllocator::adopt_static_entry(const ObMemAttr& attr) {
   const malloc_front::Entry& e =
       malloc_front::entry_for(attr.tenant_id_, attr.ctx_id_, attr.label_);
-  // Filled just now unless the object was big or the label unreadable.
-  if (p != nullptr && e.label == attr.label_ && e.allocator_id == id_ &&
-      e.tenant_id == attr.tenant_id_ && e.ctx_id == attr.ctx_id_) {
+  // Filled by the slow path unless the object was big or the label unreadable.
+  if (e.label == attr.label_ && e.allocator_id == id_ && e.tenant_id == attr.tenant_id_ &&
+      e.ctx_id == attr.ctx_id_) {
     malloc_front::static_entry() = e;
     malloc_front::static_entry().label = reinterpret_cast<const char*>(&attr);
   }
-  return p;
+}
+
+void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAttr& attr) {
+  return alloc_align_in(align, size, attr, false);
+}
+
+void* ObMallocAllocator::alloc_align_static(int64_t align, int64_t size, const ObMemAttr& attr) {
+  return alloc_align_in(align, size, attr, true);
 }
 
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align,
@@ -248,7 +260,8 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t
     return sc >= 0 ? set.alloc_in_class(sc, size, label) : set.alloc(size, label);
   };
   if (void* p = try_alloc()) {
-    if (head_align == 0 && sc < 0) fill_front(*ta, size, attr, label);
+    // The entry names the heap and the header, not a class: an aligned class fills it too.
+    if (head_align == 0) fill_front(*ta, size, attr, label);
     return p;
   }
   // Give back what can be given back, once, then retry: this thread's empty slabs for a
@@ -377,7 +390,8 @@ int ObMallocAllocator::class_for_alignment(int64_t align, int64_t size) {
   return sc;
 }
 
-void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAttr& attr) {
+void* ObMallocAllocator::alloc_align_in(int64_t align, int64_t size, const ObMemAttr& attr,
+                                        bool static_attr) {
   if (align <= 0 || (align & (align - 1)) != 0 || align > MAX_ALIGN) {
     return fail(AllocFailKind::INVALID_ARGUMENT, size);
   }
@@ -396,6 +410,7 @@ void* ObMallocAllocator::alloc_align(int64_t align, int64_t size, const ObMemAtt
       p = alloc_refill(*e.heap, header_label(e.in_use_header), size, attr, sc);
     } else {
       p = alloc_slow(size, attr, 0, sc);
+      if (p != nullptr && static_attr) adopt_static_entry(attr);
     }
     // A thread without a heap gets a 16-byte-aligned span instead, and slides below.
     if (p == nullptr || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0) return p;

@@ -87,6 +87,10 @@ class ObMallocAllocator {
   // `align` must be a power of two up to MAX_ALIGN. Below 2 MiB the object slides within
   // a bigger one; from 2 MiB up it gets a chunk placed for it (AChunkMgr::alloc_chunk).
   void* alloc_align(int64_t align, int64_t size, const ObMemAttr& attr);
+  // alloc_align for an `attr` of static storage, as alloc_static: a miss also fills the
+  // thread's static entry, so a thread whose first allocations are aligned (posix_memalign
+  // of I/O buffers, alignas(64) types) takes the hit from then on, not only after a malloc.
+  void* alloc_align_static(int64_t align, int64_t size, const ObMemAttr& attr);
   // The class alloc_align carves an object of `size` aligned to `align` (above 16) in, or
   // -1 when it slides the object inside a bigger one instead.
   static int class_for_alignment(int64_t align, int64_t size);
@@ -156,6 +160,10 @@ class ObMallocAllocator {
   void fill_front(ObTenantCtxAllocator& ta, int64_t size, const ObMemAttr& attr, uint16_t label);
   // alloc_slow, then the static entry from the table's entry it filled.
   void* alloc_static_slow(int64_t size, const ObMemAttr& attr);
+  // The static entry for `attr` from the table's entry, when a slow path filled that one.
+  void adopt_static_entry(const ObMemAttr& attr);
+  // alloc_align; `static_attr`: alloc_align_static's.
+  void* alloc_align_in(int64_t align, int64_t size, const ObMemAttr& attr, bool static_attr);
   // Every other free: other threads' objects, big and aligned ones, and the reports.
   static void free_checked(void* ptr);
 

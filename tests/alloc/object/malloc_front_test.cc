@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "alloc/object/label.h"
@@ -118,6 +119,32 @@ TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
   }
   for (void* x : {p, q, r, s}) ObMallocAllocator::free(x);
   a.flush_thread_caches();
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+// A thread whose first allocations are aligned (I/O buffers, alignas(64) types) fills the
+// static entry with the first, as a malloc would: the next ones take the hit (the inline
+// one up to a cache line; a page-aligned one reads the entry in alloc_align).
+TEST_F(MallocFrontTest, AnAlignedFirstAllocationFillsTheStaticEntry) {
+  ObMallocAllocator a(mgr_);
+  for (const int64_t align : {int64_t{64}, int64_t{4096}}) {
+    std::thread t([&] {
+      ASSERT_NE(malloc_front::static_entry().label, reinterpret_cast<const char*>(&STATIC_A));
+      void* p = a.alloc_align_static(align, 150, STATIC_A);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u);
+      EXPECT_EQ(malloc_front::static_entry().label, reinterpret_cast<const char*>(&STATIC_A))
+          << "align " << align;
+      void* q = align == 64 ? ObMallocAllocator::alloc_align_static_fast(a.id(), 64, 150, STATIC_A)
+                            : a.alloc_align_static(align, 150, STATIC_A);
+      EXPECT_NE(q, nullptr) << "align " << align;
+      EXPECT_EQ(count_of(a, "static_a"), 2) << "align " << align;
+      ObMallocAllocator::free(p);
+      if (q != nullptr) ObMallocAllocator::free(q);
+      a.flush_thread_caches();
+    });
+    t.join();
+  }
   EXPECT_EQ(mgr_.get_used(), 0);
 }
 
