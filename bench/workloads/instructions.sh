@@ -27,8 +27,7 @@
 # the housekeeping thread's looks, span washing, chunk expiry and the stats region's
 # refresh run by elapsed time, and under callgrind a loaded machine stretches that time,
 # so with the defaults the same code counted 207-219 a step of replace1 from run to run.
-# The thread still starts, its interval longer than any run (without it a heap has no
-# stash: nothing could take an idle heap's back).
+# The thread still starts, as it does by default, its interval longer than any run.
 set -euo pipefail
 export ACHUNK_CONF="release_interval_ms:600000,span_idle_ms:-1,chunk_cache_ttl_ms:-1,stats_region:false"
 
