@@ -1,5 +1,6 @@
-// The workload matrix: one allocation pattern per run, through plain malloc/free only, so
-// the same binary measures any allocator preloaded under it (LD_PRELOAD). Prints
+// The workload matrix: one allocation pattern per run, through the malloc family (and, for
+// newdel, C++'s operator new and delete), so the same binary measures any allocator
+// preloaded under it (LD_PRELOAD). Prints
 // "<pattern> <elapsed ms> <checksum>"; bench/workloads/run.sh adds peak RSS and compares.
 // Usage: achunk_workloads PATTERN [scale]   (scale multiplies the work, default 1)
 #include <malloc.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -33,23 +35,36 @@ void touch(void* p, size_t size) {
   static_cast<char*>(p)[size - 1] = 2;
 }
 
-// Same-thread pairs: each size class 16 B-4 KiB, a short burst allocated then freed.
-void pairs() {
+// Same-thread pairs: each size class 16 B-4 KiB, a short burst taken by `take(size)` then
+// given back by `give(p, size)`.
+template <typename Take, typename Give>
+void pairs_of(Take take, Give give) {
   uint64_t sum = 0;
   void* held[8];
   for (int64_t round = 0; round < scaled(100'000); ++round) {
     for (size_t size = 16; size <= 4096; size *= 2) {
       for (void*& p : held) {
-        p = malloc(size);
+        p = take(size);
         touch(p, size);
       }
       for (void* p : held) {
         sum += reinterpret_cast<uintptr_t>(p) & 0xF0;
-        free(p);
+        give(p, size);
       }
     }
   }
   g_sum += sum;
+}
+
+void pairs() {
+  pairs_of([](size_t size) { return malloc(size); }, [](void* p, size_t) { free(p); });
+}
+
+// The same through operator new and the sized delete a C++14 compiler emits for a class
+// type, where a C++ server allocates most of its objects.
+void newdel() {
+  pairs_of([](size_t size) { return ::operator new(size); },
+           [](void* p, size_t size) { ::operator delete(p, size); });
 }
 
 // Lone objects across the size classes: one object of each size from 16 B to 64 KiB
@@ -391,6 +406,7 @@ struct Pattern {
 };
 const Pattern PATTERNS[] = {
     {"pairs", pairs},
+    {"newdel", newdel},
     {"classes", classes},
     {"replace1", [] { replace(1); }},
     {"replace2", [] { replace(2); }},

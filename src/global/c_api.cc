@@ -14,6 +14,7 @@
 #include "achunk/base/spin_lock.h"
 #include "alloc/malloc/malloc_shim.h"
 #include "global/global.h"
+#include "global/malloc_hit.h"
 #include "global/ob_malloc.h"
 
 namespace {
@@ -38,14 +39,6 @@ void write_all(int fd, const char* p, int64_t n) {
   }
 }
 
-uint32_t malloc_allocator_id() {
-  return achunk::global_detail::malloc_allocator_id.load(std::memory_order_relaxed);
-}
-
-__attribute__((noinline)) void* malloc_slow(size_t size) {
-  return shim().malloc_miss(size);
-}
-
 int64_t clipped(int64_t needed) {
   return needed < static_cast<int64_t>(sizeof(g_report)) ? needed : sizeof(g_report) - 1;
 }
@@ -56,14 +49,17 @@ namespace achunk {
 void c_api_visit_fork_locks(ForkLockVisitor& v) {
   v.visit(g_report_lock, "c_api.report");
 }
+__attribute__((noinline)) void* malloc_miss(size_t size) {
+  return shim().malloc_miss(size);
+}
 }  // namespace achunk
 
 extern "C" {
 
 void* achunk_malloc(size_t size) {
   // The hit reads neither the allocator nor its pointer; the rest is a tail call.
-  if (void* p = achunk::MallocShim::malloc_fast(malloc_allocator_id(), size)) return p;
-  return malloc_slow(size);
+  if (void* p = achunk::malloc_hit(size)) return p;
+  return achunk::malloc_miss(size);
 }
 void achunk_free(void* ptr) {
   achunk::MallocShim::free(ptr);
@@ -83,7 +79,8 @@ void* achunk_memalign(size_t alignment, size_t size) {
 int achunk_posix_memalign(void** out, size_t alignment, size_t size) {
   // The hit as malloc's: alignas(64) types are allocated as often as plain ones.
   if (achunk::MallocShim::posix_alignment(alignment)) {
-    if (void* p = achunk::MallocShim::aligned_fast(malloc_allocator_id(), alignment, size)) {
+    if (void* p =
+            achunk::MallocShim::aligned_fast(achunk::malloc_allocator_id(), alignment, size)) {
       *out = p;
       return 0;
     }
@@ -93,7 +90,8 @@ int achunk_posix_memalign(void** out, size_t alignment, size_t size) {
 void* achunk_aligned_alloc(size_t alignment, size_t size) {
   // operator new of an over-aligned type (libstdc++) comes here.
   if (achunk::MallocShim::power_of_two(alignment)) {
-    if (void* p = achunk::MallocShim::aligned_fast(malloc_allocator_id(), alignment, size)) {
+    if (void* p =
+            achunk::MallocShim::aligned_fast(achunk::malloc_allocator_id(), alignment, size)) {
       return p;
     }
   }
