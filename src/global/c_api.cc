@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <mutex>
 
 #include "achunk/achunk.hpp"
@@ -39,6 +40,11 @@ void write_all(int fd, const char* p, int64_t n) {
   }
 }
 
+// realloc of an object, out of line: achunk_realloc's malloc then needs no frame.
+__attribute__((noinline)) void* realloc_of(void* ptr, size_t size) {
+  return shim().realloc(ptr, size);
+}
+
 int64_t clipped(int64_t needed) {
   return needed < static_cast<int64_t>(sizeof(g_report)) ? needed : sizeof(g_report) - 1;
 }
@@ -65,10 +71,20 @@ void achunk_free(void* ptr) {
   achunk::MallocShim::free(ptr);
 }
 void* achunk_calloc(size_t count, size_t size) {
+  // A small calloc is malloc's hit and a memset (the hit serves small sizes only).
+  size_t total = 0;
+  if (!__builtin_mul_overflow(count, size, &total)) {
+    if (void* p = achunk::malloc_hit(total)) return std::memset(p, 0, total);
+  }
   return shim().calloc(count, size);
 }
 void* achunk_realloc(void* ptr, size_t size) {
-  return shim().realloc(ptr, size);
+  // realloc(NULL, n), how C code starts a buffer it grows, is a malloc.
+  if (ptr == nullptr) {
+    if (void* p = achunk::malloc_hit(size)) return p;
+    return achunk::malloc_miss(size);
+  }
+  return realloc_of(ptr, size);
 }
 void* achunk_reallocarray(void* ptr, size_t count, size_t size) {
   return shim().reallocarray(ptr, count, size);
