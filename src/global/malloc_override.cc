@@ -162,8 +162,9 @@ void* new_nothrow(size_t n, size_t align) noexcept {
 
 #define ACHUNK_NEW __attribute__((visibility("default")))
 
-// The hit inline, as malloc's: C++ servers allocate most of their objects here, and
-// without it each new paid a call, a frame and the handler loop's set-up.
+// The hit inline, as malloc's (and posix_memalign's for an over-aligned type): C++
+// servers allocate most of their objects here, and without it each new paid a call, a
+// frame and the handler loop's set-up.
 ACHUNK_NEW void* operator new(size_t n) {
   if (void* p = achunk::malloc_hit(n)) return p;
   return new_or_throw(n, 0);
@@ -179,9 +180,11 @@ ACHUNK_NEW void* operator new[](size_t n, const std::nothrow_t&) noexcept {
   return new_nothrow(n, 0);
 }
 ACHUNK_NEW void* operator new(size_t n, std::align_val_t a) {
+  if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n)) return p;
   return new_or_throw(n, static_cast<size_t>(a));
 }
 ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a) {
+  if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n)) return p;
   return new_or_throw(n, static_cast<size_t>(a));
 }
 ACHUNK_NEW void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
