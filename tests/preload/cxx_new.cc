@@ -7,14 +7,7 @@
 #include <new>
 #include <vector>
 
-static int g_failures = 0;
-#define CHECK(c)                                             \
-  do {                                                       \
-    if (!(c)) {                                              \
-      printf("check failed at line %d: %s\n", __LINE__, #c); \
-      ++g_failures;                                          \
-    }                                                        \
-  } while (0)
+#include "check.h"
 
 // Above what any allocator can serve, so every call fails.
 static const size_t IMPOSSIBLE = SIZE_MAX / 4;

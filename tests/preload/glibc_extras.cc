@@ -9,14 +9,7 @@
 #include <string>
 #include <vector>
 
-static int g_failures = 0;
-#define CHECK(c)                                             \
-  do {                                                       \
-    if (!(c)) {                                              \
-      printf("check failed at line %d: %s\n", __LINE__, #c); \
-      ++g_failures;                                          \
-    }                                                        \
-  } while (0)
+#include "check.h"
 
 int main() {
   const struct mallinfo2 before = mallinfo2();
