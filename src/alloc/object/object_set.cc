@@ -186,6 +186,7 @@ int64_t ObjectSet::reclaim_idle_spares() {
       heap->seen_stash_ops_ = stash_ops;
       if (idle) {
         chain = heap->give_up_spares(chain, &bytes);
+        chain = heap->give_up_freed_slabs(chain, &bytes);
         ABlock* current = heap->unhook_current();
         if (heap->close_stash() || current != nullptr) {
           held[n] = heap;

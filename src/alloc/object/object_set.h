@@ -190,9 +190,10 @@ class ObjectSet {
   // gives back the spares of heaps idle since the previous call (reclaim_idle_spares).
   int64_t wash_stale_spans(int64_t min_free_us);
   // Gives back the empty spare slabs of every heap that made no slow-path or stash call
-  // since the previous look and is not in one now, and its stashed objects to their slabs
-  // (so those may empty); returns the spares' bytes. Without it a thread that
-  // goes idle keeps its last emptied slabs (and their pages) for good. wash_stale_spans
+  // since the previous look and is not in one now, its kept slabs whose objects other
+  // threads freed, its emptied current slabs, and its stashed objects to their slabs (so
+  // those may empty); returns the slabs' bytes. Without it a thread that goes idle keeps
+  // its last slabs (and their pages, and the chunks they pin) for good. wash_stale_spans
   // (the housekeeping thread) calls it. Then settles the ready stacks (settle_ready).
   int64_t reclaim_idle_spares();
   // Takes every slab off the ready stacks: the empty ones go back to their shard, the
@@ -206,7 +207,7 @@ class ObjectSet {
   int64_t slabs_settled_empty() const {
     return slabs_settled_empty_.load(std::memory_order_relaxed);
   }
-  // Bytes of spares reclaim_idle_spares gave back so far, and stashed objects it took
+  // Bytes of slabs reclaim_idle_spares gave back so far, and stashed objects it took
   // from idle heaps back to their slabs.
   int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
   int64_t stash_reclaimed() const { return stash_reclaimed_.load(std::memory_order_relaxed); }

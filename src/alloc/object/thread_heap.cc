@@ -93,24 +93,65 @@ void ThreadHeap::slab_freed_slow(ABlock* block, Slab* slab, void* p, bool may_st
     }
   }
   // A stash that could not take p may have given older objects back to this slab.
-  *static_cast<void**>(p) = slab->local_free_;
-  slab->local_free_ = p;
   const int32_t used = slab->used_.load(std::memory_order_relaxed) - 1;
-  slab->used_.store(used, std::memory_order_relaxed);
-  if (used != 0 && !slab->in_full_) return;
-  if (heap == nullptr) heap = ObjectSet::owner_of(block)->existing_heap();
-  if (heap == nullptr) return;
-  if (used == 0) {
-    heap->on_slab_empty(block, slab);
-  } else {
-    heap->on_slab_unfull(block, slab);
+  // A slab that moves (emptied, or no longer full) is freed into under the heap's lock,
+  // with its move: another thread's look takes an idle heap's slabs whose objects are all
+  // free (give_up_freed_slabs), and must not take one this free is about to move.
+  if (used == 0 || slab->in_full_) {
+    if (heap == nullptr) heap = ObjectSet::owner_of(block)->existing_heap();
+    if (heap != nullptr) {
+      heap->move_freed(block, slab, p, used);
+      return;
+    }
   }
+  list_freed(slab, p, used);
 }
 
-void ThreadHeap::on_slab_unfull(ABlock* block, Slab* slab) {
+void ThreadHeap::move_freed(ABlock* block, Slab* slab, void* p, int32_t used) {
   std::lock_guard<SpinLock> guard(lock_);
-  unlink_full(slab->sc_, block);
-  link(slab->sc_, block);
+  list_freed(slab, p, used);
+  const int sc = slab->sc_;
+  if (used != 0) {
+    unlink_full(sc, block);
+    link(sc, block);
+    return;
+  }
+  ++activity_;
+  if (slab->in_spare_) return;
+  // Parked even when current: only a spare can be taken by another thread when this one
+  // goes idle, never a slab the fast path uses.
+  detach(sc, block);
+  keep_empty(sc, block);
+}
+
+ABlock* ThreadHeap::give_up_freed_slabs(ABlock* chain, int64_t* bytes) {
+  for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
+    for (const bool full : {false, true}) {
+      for (ABlock* block = full ? full_[sc] : partial_[sc]; block != nullptr;) {
+        ABlock* next = block->next_;
+        if (all_freed(slab_of(block))) {
+          if (full) {
+            unlink_full(sc, block);
+          } else {
+            unlink(sc, block);
+          }
+          chain = give_up(block, chain, bytes);
+        }
+        block = next;
+      }
+    }
+  }
+  return chain;
+}
+
+ABlock* ThreadHeap::give_up(ABlock* block, ABlock* chain, int64_t* bytes) {
+  Slab* slab = slab_of(block);
+  // No object is out, so no free can come: the slab is the caller's alone.
+  collect(slab);
+  slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
+  block->next_ = chain;
+  *bytes += slab_bytes(slab->sc_);
+  return block;
 }
 
 void ThreadHeap::push_spare(int sc, ABlock* block) {
@@ -141,17 +182,6 @@ ABlock* ThreadHeap::give_up_spares(ABlock* chain, int64_t* bytes) {
     }
   }
   return chain;
-}
-
-void ThreadHeap::on_slab_empty(ABlock* block, Slab* slab) {
-  std::lock_guard<SpinLock> guard(lock_);
-  ++activity_;
-  if (slab->in_spare_) return;
-  const int sc = slab->sc_;
-  // Parked even when current: only a spare can be taken by another thread when this one
-  // goes idle, never a slab the fast path uses.
-  detach(sc, block);
-  keep_empty(sc, block);
 }
 
 void ThreadHeap::keep_empty(int sc, ABlock* block) {
@@ -280,14 +310,11 @@ ABlock* ThreadHeap::take_emptied_current(ABlock* unhooked, bool barrier, ABlock*
     unhooked = block->next_;
     block->next_ = nullptr;
     Slab* slab = slab_of(block);
-    // used_ 0: no object out, and the free that emptied the slab has finished (it stores
-    // used_ last). No object, so no free can come.
-    if (!popping && slab->used_.load(std::memory_order_acquire) == 0) {
+    // Every object out freed, here or by other threads, and the free that emptied it has
+    // finished (it stores used_ last). No object, so no free can come.
+    if (!popping && all_freed(slab)) {
       unkeep(slab);
-      slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
-      block->next_ = chain;
-      chain = block;
-      *bytes += slab_bytes(slab->sc_);
+      chain = give_up(block, chain, bytes);
     } else {
       current_[slab->sc_].store(block, std::memory_order_release);
     }

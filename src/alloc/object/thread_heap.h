@@ -265,12 +265,34 @@ class ThreadHeap {
   bool close_stash();
   void* take_stash(bool barrier, void* chain);
   static int64_t release_stolen(void* chain);
-  void on_slab_unfull(ABlock* block, Slab* slab);
   static void init_object(void* p, int64_t size, uint64_t in_use_header) {
     store_header(p, in_use_header | static_cast<uint32_t>(size));
     write_tail(p, static_cast<uint32_t>(size));
   }
-  void on_slab_empty(ABlock* block, Slab* slab);
+  // slab_freed_slow's end for a slab that moves, under lock_: lists p, stores `used`, then
+  // an emptied slab is parked (keep_empty) and a full_ one becomes partial.
+  void move_freed(ABlock* block, Slab* slab, void* p, int32_t used);
+  static void list_freed(Slab* slab, void* p, int32_t used) {
+    *static_cast<void**>(p) = slab->local_free_;
+    slab->local_free_ = p;
+    // Last (release), as free_local's: a look that finds the slab's objects all free
+    // after this store knows the free is done.
+    slab->used_.store(used, std::memory_order_release);
+  }
+  // Whether every object out of the slab was freed: counted out by used_, pending on its
+  // remote list (frees in a stash are still counted out).
+  static bool all_freed(const Slab* slab) {
+    const uintptr_t word = slab->remote_free_.load(std::memory_order_acquire);
+    return slab->used_.load(std::memory_order_acquire) ==
+           static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
+  }
+  // Another thread's look at this idle heap, under lock_: unlinks every partial and full_
+  // slab whose objects other threads freed onto `chain` (through next_) for the caller to
+  // give back, O(classes + kept slabs). The owner's fast paths touch only current slabs
+  // and slabs holding its live objects, and its own emptying free moves the slab under
+  // lock_ (move_freed), so none of these can be in use.
+  ABlock* give_up_freed_slabs(ABlock* chain, int64_t* bytes);
+  ABlock* give_up(ABlock* block, ABlock* chain, int64_t* bytes);
   // Unlinks every spare onto `chain` (through next_) for the caller to give back; the
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
@@ -366,7 +388,7 @@ class ThreadHeap {
   // Empty slabs kept for the next refills, per class a stack (newest first), within the
   // budgets with the kept current slabs.
   ABlock* spare_[SIZE_CLASS_COUNT] = {};
-  // Held by the owner through alloc_slow, on_slab_empty and on_slab_unfull, the only
+  // Held by the owner through alloc_slow and move_freed, the only
   // places that touch spare_ and the slab lists, and tried by another thread taking this heap's
   // spares. The fast paths never take it: they touch current slabs and slabs holding live objects,
   // never a spare, and nobody else takes those. Not held for fork: others only try it, so a

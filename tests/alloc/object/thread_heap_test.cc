@@ -323,6 +323,88 @@ TEST_F(ThreadHeapTest, TheLookTakesOnlyTheEmptiedCurrentSlabsOfAnIdleHeap) {
   });
 }
 
+// A server thread that goes idle after handing its objects to others: other threads free
+// them all, remote frees into the slabs its heap keeps (the full ones, the current one)
+// that only its next refill would have gathered. The look gives those slabs back, and
+// the chunks they pinned with them; the thread's next allocation refills as usual.
+TEST_F(ThreadHeapTest, TheLookGivesBackAnIdleHeapsSlabsThatOtherThreadsEmptied) {
+  ObjectSet set(source_);
+  IdleThread idle;
+  constexpr int SLABS = ThreadHeap::FULL_SLABS_KEPT + 4;
+  std::vector<std::vector<void*>> slabs;
+  // One object of another class stays live: its slab is current and not emptied.
+  void* live = nullptr;
+  idle.run([&] {
+    slabs = fill_slabs(set, SLABS);
+    live = set.alloc(2000, 0);
+  });
+  // The first look only notes the heap's activity; the slabs are all in use still.
+  set.reclaim_idle_spares();
+  EXPECT_EQ(set.spares_reclaimed(), 0);
+  const int64_t in_use = set.span_used();
+  for (const auto& slab : slabs) {
+    for (void* p : slab) ObjectSet::free(p);
+  }
+  // The slabs disowned when they filled come back through the ready stacks at once; the
+  // heap's kept full slabs and its current slab hold their remote frees.
+  set.settle_ready();
+  const int64_t kept = set.span_used();
+  EXPECT_LE(kept, in_use - (SLABS - ThreadHeap::FULL_SLABS_KEPT - 1) * SLAB);
+  EXPECT_GE(kept, in_use - (SLABS - ThreadHeap::FULL_SLABS_KEPT) * SLAB);
+  set.reclaim_idle_spares();
+  EXPECT_EQ(set.spares_reclaimed(), kept - set.span_used());
+  EXPECT_EQ(set.span_used(), in_use - SLABS * SLAB);
+  idle.run([&] {
+    // Refills, and the slab of the live object is still its own.
+    for (auto& slab : slabs) {
+      for (void*& p : slab) p = set.alloc(100, 0);
+    }
+    for (const auto& slab : slabs) {
+      for (void* p : slab) ObjectSet::free(p);
+    }
+    ObjectSet::free(live);
+  });
+}
+
+// The owner fills slabs and frees half of each batch itself, another thread the other
+// half, before or after it, while a third keeps looking: the looks take slabs the other
+// thread's frees emptied, never one the owner's own free is moving (it moves under the
+// heap's lock), and no object is lost or handed out twice. TSan checks the ordering.
+TEST_F(ThreadHeapTest, TakingFreedSlabsRacesSafelyWithTheOwnersFrees) {
+  ObjectSet set(source_);
+  std::atomic<bool> stop{false};
+  std::thread looker([&] {
+    while (!stop.load()) set.reclaim_idle_spares();
+  });
+  IdleThread other;
+  std::vector<unsigned char*> batch(3 * PER_SLAB);
+  for (int round = 0; round < 3'000 && set.spares_reclaimed() < 64 * SLAB; ++round) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i] = static_cast<unsigned char*>(set.alloc(100, 0));
+      ASSERT_NE(batch[i], nullptr);
+      std::memset(batch[i], static_cast<int>(i & 0xFF), 100);
+    }
+    auto free_half = [&](size_t first) {
+      for (size_t i = first; i < batch.size(); i += 2) {
+        ASSERT_EQ(batch[i][99], i & 0xFF);
+        ObjectSet::free(batch[i]);
+      }
+    };
+    // Whoever frees last empties the slabs: the other thread in even rounds, the owner
+    // (moving its full slabs) in odd ones.
+    if (round % 2 == 0) free_half(1);
+    other.run([&] { free_half(0); });
+    std::this_thread::yield();  // idle for a look or two
+    if (round % 2 == 1) free_half(1);
+  }
+  stop.store(true);
+  looker.join();
+  EXPECT_GE(set.spares_reclaimed(), 64 * SLAB);
+  set.flush_thread_heap();
+  other.run([&] { set.flush_thread_heap(); });
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // A pop the owner was preempted in the middle of: its flag is up after the barrier, so
 // the look puts every unhooked slab back and takes none, however empty.
 TEST_F(ThreadHeapTest, TheLookLeavesTheCurrentSlabsOfAHeapWhosePopIsUnderWay) {
