@@ -96,7 +96,7 @@ void* achunk_memalign(size_t alignment, size_t size) {
 }
 int achunk_posix_memalign(void** out, size_t alignment, size_t size) {
   // The hit as malloc's: alignas(64) types are allocated as often as plain ones.
-  if (alignment % sizeof(void*) == 0) {
+  if (achunk::MallocShim::posix_alignment(alignment)) {
     if (void* p = achunk::aligned_hit(alignment, size)) {
       *out = p;
       return 0;
