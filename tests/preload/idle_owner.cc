@@ -1,8 +1,9 @@
 // Run under LD_PRELOAD=libachunk_malloc.so with a short release_interval_ms: a thread
 // allocates objects of many sizes, hands them to the main thread, which frees them all,
 // and stays alive and idle. The housekeeping thread's looks give back the slabs the idle
-// thread kept, and the chunks they pinned, as its exit would: the memory achunk holds
-// (mallinfo2's arena) falls back near where it started.
+// thread kept, and the chunks they pinned, as its exit would: the chunks the malloc ctx
+// holds (mallinfo2's uordblks; the chunk cache is apart) fall back near where they
+// started. The wait is for the housekeeping thread's looks, no TTL.
 #include <malloc.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -17,7 +18,7 @@
 
 int main() {
   constexpr int N = 100'000;
-  const size_t start = mallinfo2().arena;
+  const size_t start = mallinfo2().uordblks;
   std::vector<void*> objs(N);
   std::atomic<int> stage{0};
   std::thread owner([&] {
@@ -30,18 +31,18 @@ int main() {
     while (stage.load() != 2) usleep(1000);  // alive, making no call
   });
   while (stage.load() != 1) usleep(1000);
-  const size_t full = mallinfo2().arena;
+  const size_t full = mallinfo2().uordblks;
   for (void* p : objs) free(p);
   // The looks run every release_interval_ms; an idle heap gives its slabs up at the
-  // second one that finds it idle, and cached chunks expire after chunk_cache_ttl_ms.
+  // second one that finds it idle.
   size_t held = full;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
-    held = mallinfo2().arena;
+    held = mallinfo2().uordblks;
     if (held <= start + (16u << 20)) break;
     usleep(20'000);
   }
-  printf("arena: %zu at start, %zu with the objects, %zu after the looks\n", start, full, held);
+  printf("held: %zu at start, %zu with the objects, %zu after the looks\n", start, full, held);
   CHECK(full >= start + (200u << 20));
   CHECK(held <= start + (16u << 20));
   stage.store(2);
