@@ -10,6 +10,7 @@
 #include <new>
 
 #include "achunk/achunk.h"
+#include "alloc/object/object_set.h"
 #include "global/global.h"
 #include "global/malloc_hit.h"
 
@@ -27,8 +28,10 @@ __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
 }
 
-// stats_print:true: the dump and the usage on stderr when the process exits.
+// At exit: the exiting thread's queued frees are checked, so a bad free made just before
+// is still reported; with stats_print:true, the dump and the usage go to stderr.
 __attribute__((destructor)) static void achunk_malloc_fini() {
+  achunk::ObjectSet::check_queued_frees();
   int64_t on = 0;
   if (achunk_get_option("stats_print", &on) != 0 || on == 0) return;
   static char buf[64 * 1024];

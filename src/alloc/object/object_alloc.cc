@@ -22,10 +22,6 @@ void store_big_size(void* ptr, int64_t size) {
 void* slot_start_user(ABlock* block) {
   return static_cast<char*>(block_data(block)) + BIG_OFFSET;
 }
-// Slot 0's user pointer in a slab of class sc.
-char* slab_first_user(ABlock* block, int sc) {
-  return static_cast<char*>(block_data(block)) + slab_lead(sc) + AOBJECT_HEADER_SIZE;
-}
 
 }  // namespace
 

@@ -38,6 +38,8 @@ std::once_flag g_exit_key_once;
 // malloc. A later destructor that allocates takes a state again and re-arms the key.
 void on_thread_exit(void*) {
   if (!thread_state_owned()) return;
+  // First, while every heap is the thread's: the queued frees may stash their objects.
+  ObjectSet::check_queued_frees();
   ThreadState& state = thread_state();
   for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
     ThreadHeap* heap = state.heaps[i];
@@ -111,12 +113,15 @@ ThreadHeap* ObjectSet::create_heap() {
     if (heaps_ != nullptr) heaps_->prev_heap_ = heap;
     heaps_ = heap;
   }
+  heap->state_ = state;
+  if (heap->keep_emptied_current_) state->free_queue.open.store(true, std::memory_order_relaxed);
   state->heaps[index_] = heap;
   state->heap_generation[index_] = gen;
   return heap;
 }
 
 void ObjectSet::flush_thread_heap() {
+  check_queued_frees();
   if (ThreadHeap* heap = existing_heap()) {
     heap->unstash_all();
     ThreadState& state = thread_state();
@@ -162,14 +167,16 @@ int64_t ObjectSet::reclaim_idle_spares() {
   int64_t bytes = 0;
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
-    // Idle heaps with current slabs or stashed objects, held locked until one barrier
-    // covers them all.
+    // Idle heaps with current slabs, stashed objects or queued frees (their thread's),
+    // held locked until one barrier covers them all.
     ThreadHeap* held[HEAPS_PER_BARRIER];
     ABlock* unhooked[HEAPS_PER_BARRIER];
+    FreeQueue* queues[HEAPS_PER_BARRIER];
     int n = 0;
     auto take_held = [&] {
       const bool barrier = source_.process_barrier();
       for (int i = 0; i < n; ++i) {
+        if (queues[i] != nullptr) stolen = take_queue(*queues[i], barrier, stolen);
         stolen = held[i]->take_stash(barrier, stolen);
         chain = held[i]->take_emptied_current(unhooked[i], barrier, chain, &bytes);
         held[i]->lock_.unlock();
@@ -188,8 +195,12 @@ int64_t ObjectSet::reclaim_idle_spares() {
         chain = heap->give_up_spares(chain, &bytes);
         chain = heap->give_up_freed_slabs(chain, &bytes);
         ABlock* current = heap->unhook_current();
-        if (heap->close_stash() || current != nullptr) {
+        FreeQueue* queue = heap->keep_emptied_current_ && heap->state_->free_queue.close()
+                               ? &heap->state_->free_queue
+                               : nullptr;
+        if (heap->close_stash() || current != nullptr || queue != nullptr) {
           held[n] = heap;
+          queues[n] = queue;
           unhooked[n++] = current;
           if (n == HEAPS_PER_BARRIER) take_held();
           continue;

@@ -79,10 +79,14 @@ class ObjectSet {
   // The same when the caller already found the object's span (inline, in thread_heap.h).
   static inline void free(void* ptr, ABlock* block);
   // The common free, every check included: a small object in use on a slab of any thread
-  // (or of none), its canary intact. Returns false, touching nothing, for anything else
-  // (big objects, aligned pointers, any failed check): the caller's full path then frees
-  // it or reports what is wrong. `ptr` must not be null.
-  static inline bool try_free_fast(void* ptr);
+  // (or of none), its canary intact, at once from the current slab, else through the
+  // queue (free_queued). Anything else (big objects, aligned pointers, any failed check)
+  // goes untouched to `fallback`, the caller's full path, which frees it or reports what
+  // is wrong; a tail call, so the fast path saves no register. `ptr` must not be null.
+  using FreeFallback = void (*)(void* ptr);
+  __attribute__((always_inline)) static inline void free_fast(void* ptr, FreeFallback fallback);
+  // free_fast for tests: false where it would have called the fallback.
+  static bool try_free_fast(void* ptr);
   // malloc_usable_size's common case, every check included: a small object in use with
   // its canary intact grows to fill its slot (the canary moves to the slot's end, so the
   // overrun check stays exact) and its slot's capacity is returned; -1, touching nothing,
@@ -178,6 +182,12 @@ class ObjectSet {
   // ones are disowned until a free makes room. Runs at thread exit; callers may also run
   // it when a thread goes idle. First settles the ready stacks (settle_ready).
   void flush_thread_heap();
+  // Checks and frees what the calling thread's frees queued, in every set: at process
+  // exit, so a bad free made just before is still reported; tests too.
+  static void check_queued_frees();
+  // Whether the calling thread's free of ptr, an object of a set, waits in its queue:
+  // realloc reports it as freed, as the free's own check would.
+  static bool queued_by_this_thread(void* ptr);
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
   ABlock* alloc_span(int64_t bytes);
@@ -211,6 +221,8 @@ class ObjectSet {
   // from idle heaps back to their slabs.
   int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
   int64_t stash_reclaimed() const { return stash_reclaimed_.load(std::memory_order_relaxed); }
+  // Of those, the queued frees it checked for idle threads.
+  int64_t queue_reclaimed() const { return queue_reclaimed_.load(std::memory_order_relaxed); }
   void abandon(ThreadHeap* heap);
 
  private:
@@ -246,6 +258,25 @@ class ObjectSet {
   // free_slow's stash: into this thread's stash of the slab's set if it has one with
   // room, else the remote free.
   __attribute__((noinline)) static void free_foreign(void* ptr, ABlock* block, Slab* slab);
+  // The free of an object of a slab this thread disowned, likely cold: its lines
+  // fetched, it waits in the thread's queue (FreeQueue) while the oldest queued free is
+  // checked and freed (check_queued), so the header and canary a check reads have come
+  // by then. At once, as free_fast would, for a thread without a state, a pointer that is
+  // not a slot's (an aligned one, say, whose pad the slow path knows), or while another
+  // thread's look takes the queue; `fallback` when that immediate check fails. A pointer
+  // queued already is reported as a double free.
+  __attribute__((noinline)) static void free_queued(void* ptr, ABlock* block, Slab* slab,
+                                                    FreeFallback fallback);
+  // A queued object: its checks, then its free; a failure is reported.
+  static void check_queued(void* ptr, ABlock* block);
+  // A queued object's checks: true, the object then FREE, or false after the report.
+  static bool take_queued(void* ptr);
+  [[gnu::noinline, gnu::cold]] static void report_failed_check(void* ptr);
+  // The free of a slab's object already marked FREE: its owner's, or another thread's.
+  static void free_taken(void* ptr, ABlock* block, Slab* slab);
+  // A look's take of an idle thread's queue (FreeQueue::take): the objects that pass
+  // their checks, FREE, chained onto `chain` for release_stolen.
+  void* take_queue(FreeQueue& queue, bool barrier, void* chain);
   // A remote free cleared a disowned slab's REMOTE_NOTIFY: its former owner takes it
   // back, anyone else pushes it onto the ready stack.
   __attribute__((noinline)) static void made_findable(ABlock* block, Slab* slab);
@@ -265,6 +296,7 @@ class ObjectSet {
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
   std::atomic<int64_t> stash_reclaimed_{0};
+  std::atomic<int64_t> queue_reclaimed_{0};
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.
   SpinLock heaps_lock_;
@@ -355,6 +387,11 @@ __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   return block;
 }
 
+// Slot 0's user pointer in a slab of class sc.
+inline char* slab_first_user(ABlock* block, int sc) {
+  return static_cast<char*>(block_data(block)) + slab_lead(sc) + AOBJECT_HEADER_SIZE;
+}
+
 // The canary's line is known only from the header, so it would be a second miss after
 // the header's. The class bounds where it is: fetch both ends at once.
 __attribute__((always_inline)) inline void prefetch_tail_bounds(void* ptr, int sc) {
@@ -380,31 +417,35 @@ inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
   return capacity;
 }
 
-inline bool ObjectSet::try_free_fast(void* ptr) {
+// Whether the object at ptr is in use with its canary intact; then marks it FREE,
+// keeping size and label so a later double free can name them.
+__attribute__((always_inline)) inline bool take_live(void* ptr) {
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
+  store_header(ptr, h ^ IN_USE_TO_FREE);
+  return true;
+}
+
+inline void ObjectSet::free_fast(void* ptr, FreeFallback fallback) {
   ABlock* block = object_span_fast(ptr);
-  if (block == nullptr) return false;
+  if (block == nullptr) return fallback(ptr);
   Slab* slab = slab_of(block);
-  // In use with its canary intact: then marked FREE, keeping size and label.
-  auto checked = [ptr] {
-    const uint64_t h = load_header(ptr);
-    if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
-    store_header(ptr, h ^ IN_USE_TO_FREE);
-    return true;
-  };
   // Only the owner thread stores its own marker, so a relaxed load sees it exactly. An
   // owned span is a slab: big objects, heaps and lent spans have no owner.
-  if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
-    if (!checked()) return false;
-    ThreadHeap::free_local(block, slab, ptr);
-    return true;
+  const void* owner = slab->owner_thread_.load(std::memory_order_relaxed);
+  if (owned_by_this_thread(owner)) {
+    if (!take_live(ptr)) return fallback(ptr);
+    return ThreadHeap::free_local(block, slab, ptr);
   }
-  const int sc = slab->sc_;
-  if (sc >= SIZE_CLASS_COUNT) return false;  // a big object, a heap or a lent span
-  // An object another core wrote: its header and canary are both likely misses.
-  prefetch_tail_bounds(ptr, sc);
-  if (!checked()) return false;
-  free_foreign(ptr, block, slab);  // free_slow's choice for a slab's object
-  return true;
+  if (slab->sc_ >= SIZE_CLASS_COUNT) return fallback(ptr);  // a big object, a heap, a lent span
+  // A slab this thread let go when it filled: its live set outgrew the full slabs a heap
+  // keeps, so a random one of its objects is likely cold. Its checks wait in the queue.
+  if (disowned_by_this_thread(owner)) return free_queued(ptr, block, slab, fallback);
+  // An object another core wrote: its header and canary are both likely misses, on lines
+  // the other core may still hold.
+  prefetch_tail_bounds(ptr, slab->sc_);
+  if (!take_live(ptr)) return fallback(ptr);
+  return free_foreign(ptr, block, slab);
 }
 
 }  // namespace achunk

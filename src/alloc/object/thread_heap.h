@@ -398,6 +398,8 @@ class ThreadHeap {
   uint64_t seen_activity_ = UINT64_MAX;  // activity_ at the last look by another thread
   ThreadHeap* prev_heap_ = nullptr;      // the set's heaps (ObjectSet::heaps_lock_)
   ThreadHeap* next_heap_ = nullptr;
+  // The owner's state, whose free queue another thread's look takes with the stash.
+  ThreadState* state_ = nullptr;
 };
 
 // The budgets hold one carving of every plain class (a lone object cycled in each keeps its
