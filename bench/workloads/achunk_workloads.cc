@@ -112,6 +112,22 @@ void replace(int threads) {
   for (auto& t : ts) t.join();
 }
 
+// Values of a key-value cache as C++ keeps them: 200k std::string values of 10-210
+// characters, each step assigning a fresh one to a random slot (operator new and the
+// sized delete through std::string's allocator, on a live set far larger than the caches).
+void strings() {
+  std::mt19937 rng(29);
+  std::vector<std::string> values(200'000);
+  for (std::string& v : values) v.assign(10 + rng() % 201, 'v');
+  uint64_t sum = 0;
+  for (int64_t step = 0; step < scaled(4'000'000); ++step) {
+    std::string& v = values[rng() % values.size()];
+    v = std::string(10 + rng() % 201, static_cast<char>('a' + step % 26));
+    sum += static_cast<unsigned char>(v[0]);
+  }
+  g_sum += sum;
+}
+
 // Memory accounting as Redis does it: a live set of 10k objects of 16-512 B, a random
 // one replaced at each step, malloc_usable_size asked after each malloc and before each
 // free (the bytes counted as used).
@@ -410,6 +426,7 @@ const Pattern PATTERNS[] = {
     {"classes", classes},
     {"replace1", [] { replace(1); }},
     {"replace2", [] { replace(2); }},
+    {"strings", strings},
     {"usable", usable},
     {"prodcons", prodcons},
     {"server", server},

@@ -74,6 +74,7 @@ struct Globals final : StatsHost {
   void apply() {
     chunk_mgr.apply_options(options);
     malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
+    ObjectSet::set_free_checks_queued(options[OPT_FREE_CHECKS_QUEUED] != 0);
     context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
   }
   // A change of one option reaches its owner alone: a new TTL flushes no cache. The
@@ -85,6 +86,9 @@ struct Globals final : StatsHost {
         break;
       case OptionOwner::BLOCK:
         malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
+        break;
+      case OptionOwner::OBJECT:
+        ObjectSet::set_free_checks_queued(options[OPT_FREE_CHECKS_QUEUED] != 0);
         break;
       case OptionOwner::CONTEXT:
         context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);

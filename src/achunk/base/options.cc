@@ -27,6 +27,10 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
     {"span_idle_ms", OptionOwner::BLOCK, OptionType::INT, 1000, -1, 86'400'000,
      "a free span inside a chunk idle this long gives its pages back at a later span free "
      "(or from the release thread); -1: only when an allocation fails"},
+    // object layer (ObjectSet)
+    {"free_checks_queued", OptionOwner::OBJECT, OptionType::BOOL, 1, 0, 1,
+     "a free into a slab its thread let go is checked a few frees later, so the misses of "
+     "random frees overlap; 0 checks it at the free, whose stack a report then has"},
     // context layer (MemoryContext)
     {"context_use_pm", OptionOwner::CONTEXT, OptionType::BOOL, 1, 0, 1,
      "memory contexts asking for it take pages from their thread's page manager"},

@@ -15,7 +15,7 @@ enum class OptionType : int { SIZE, BOOL, INT };
 
 // The layer an option belongs to: the one that applies it (AChunkMgr::apply_option for
 // the chunk layer's; the wiring keeps the values the upper layers read).
-enum class OptionOwner : int { CHUNK, BLOCK, CONTEXT, DROPIN };
+enum class OptionOwner : int { CHUNK, BLOCK, OBJECT, CONTEXT, DROPIN };
 
 // Grouped by owning layer, bottom to top, in the table's order.
 enum OptionId : int {
@@ -26,6 +26,8 @@ enum OptionId : int {
   OPT_CHUNK_CACHE_TTL_MS,
   // block
   OPT_SPAN_IDLE_MS,
+  // object
+  OPT_FREE_CHECKS_QUEUED,
   // context
   OPT_CONTEXT_USE_PM,
   // drop-in malloc

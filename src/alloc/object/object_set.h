@@ -188,6 +188,11 @@ class ObjectSet {
   // Whether the calling thread's free of ptr, an object of a set, waits in its queue:
   // realloc reports it as freed, as the free's own check would.
   static bool queued_by_this_thread(void* ptr);
+  // Option free_checks_queued, for every set: off, every free is checked at the free
+  // itself (what is queued already is checked as before). On by default.
+  static void set_free_checks_queued(bool on) {
+    free_checks_queued_.store(on, std::memory_order_relaxed);
+  }
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
   ABlock* alloc_span(int64_t bytes);
@@ -297,6 +302,7 @@ class ObjectSet {
   std::atomic<int64_t> spares_reclaimed_{0};
   std::atomic<int64_t> stash_reclaimed_{0};
   std::atomic<int64_t> queue_reclaimed_{0};
+  static inline std::atomic<bool> free_checks_queued_{true};
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.
   SpinLock heaps_lock_;

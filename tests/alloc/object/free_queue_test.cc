@@ -88,6 +88,26 @@ TEST_F(FreeQueueTest, AFreeIntoADisownedSlabIsCheckedLenFreesLater) {
   free_rest(set, objs);
 }
 
+TEST_F(FreeQueueTest, WithTheOptionOffEveryFreeIsCheckedAtOnce) {
+  ObjectSet set(source_);
+  std::vector<void*> objs = fill(set);
+  ASSERT_TRUE(ObjectSet::try_free_fast(objs[0]));
+  ObjectSet::set_free_checks_queued(false);
+  ASSERT_TRUE(ObjectSet::try_free_fast(objs[1]));
+  EXPECT_EQ(state_of(objs[1]), ObjectState::FREE);
+  EXPECT_FALSE(ObjectSet::queued_by_this_thread(objs[1]));
+  // A double free fails at once, to the caller's full path, which reports it with the
+  // bad free's stack.
+  EXPECT_FALSE(ObjectSet::try_free_fast(objs[1]));
+  // What was queued before is still checked as before.
+  EXPECT_EQ(state_of(objs[0]), ObjectState::IN_USE);
+  ObjectSet::check_queued_frees();
+  EXPECT_EQ(state_of(objs[0]), ObjectState::FREE);
+  ObjectSet::set_free_checks_queued(true);
+  objs[0] = objs[1] = nullptr;
+  free_rest(set, objs);
+}
+
 TEST_F(FreeQueueTest, ObjectsOfOwnedAndOfOtherThreadsSlabsAreFreedAtOnce) {
   ObjectSet set(source_);
   std::vector<void*> objs = fill(set);
