@@ -4,6 +4,7 @@
 // holds it while later frees run. The free that pushes it out, QUEUE_LEN frees on,
 // checks and frees it, its lines in the cache by then: the misses of random frees
 // overlap instead of stalling one after the other.
+#include "achunk/base/buf_writer.h"
 #include "alloc/object/object_check.h"
 #include "alloc/object/object_set.h"
 
@@ -25,8 +26,12 @@ bool ObjectSet::try_free_fast(void* ptr) {
 }
 
 inline bool ObjectSet::take_queued(void* ptr) {
-  if (take_live(ptr)) return true;
-  report_failed_check(ptr);
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) == ObjectState::QUEUED && tail_intact(ptr, header_size(h))) {
+    store_header(ptr, make_header(ObjectState::FREE, header_label(h), header_size(h)));
+    return true;
+  }
+  report_failed_check(ptr, h);
   return false;
 }
 
@@ -40,24 +45,22 @@ inline void ObjectSet::free_taken(void* ptr, ABlock* block, Slab* slab) {
 
 void ObjectSet::free_queued(void* ptr, ABlock* block, Slab* slab, FreeFallback fallback) {
   const int sc = slab->sc_;
-  // Only a slot's own user pointer waits: any other fails its check or is an aligned
-  // object's, which only the fallback frees.
+  // Only a slot's own user pointer is marked and waits: the byte before any other may be
+  // an object's (and an aligned pointer's pad only the fallback frees).
   const int64_t distance = static_cast<char*>(ptr) - slab_first_user(block, sc);
-  FreeQueue::Pushed pushed = FreeQueue::Pushed::CLOSED;
   if (thread_state_owned() && distance >= 0 && whole_slots(sc, static_cast<uint64_t>(distance)) &&
       free_checks_queued_.load(std::memory_order_relaxed)) {
     __builtin_prefetch(header_of(ptr), 1);
     prefetch_tail_bounds(ptr, sc);
+    // Before the push: once queued, a look may check it.
+    header_top_byte(ptr).store(QUEUED_MARK, std::memory_order_relaxed);
     void* old = nullptr;
     ABlock* old_block = nullptr;
-    pushed = thread_state().free_queue.push(ptr, block, &old, &old_block);
-    if (pushed == FreeQueue::Pushed::YES) {
+    if (thread_state().free_queue.push(ptr, block, &old, &old_block)) {
       if (old != nullptr) check_queued(old, old_block);
       return;
     }
-  }
-  if (pushed == FreeQueue::Pushed::TWICE) {
-    return report_object(ErrorKind::DOUBLE_FREE, ptr, load_header(ptr), "object is already free");
+    header_top_byte(ptr).store(MAGIC_TOP, std::memory_order_relaxed);
   }
   if (!take_live(ptr)) return fallback(ptr);
   free_taken(ptr, block, slab);
@@ -69,20 +72,35 @@ void ObjectSet::check_queued(void* ptr, ABlock* block) {
   if (take_queued(ptr)) free_taken(ptr, block, slab_of(block));
 }
 
-void ObjectSet::report_failed_check(void* ptr) {
-  // What free_checked reports for a slot's pointer, said to be found late: the stack of
-  // the report is a later free's.
-  const uint64_t h = load_header(ptr);
+void ObjectSet::report_failed_check(void* ptr, uint64_t h) {
+  // What free_checked reports, said to be found late: the stack of the report is a later
+  // free's. Without the mark, an earlier check of the same free (queued twice) freed the
+  // slot, which may be in use again, or an underflow overwrote the header.
+  constexpr int TOP = 56;
+  const char* const late = ", found by a later free's check";
+  char what[96];
+  if ((h >> TOP) != QUEUED_MARK) {
+    const ObjectState s = header_state(h);
+    if (s == ObjectState::IN_USE || s == ObjectState::FREE) {
+      BufWriter(what, sizeof(what)).str("object was freed twice").str(late);
+      return report_object(ErrorKind::DOUBLE_FREE, ptr, h, what);
+    }
+    BufWriter(what, sizeof(what)).str("object header overwritten").str(late);
+    return report_error(ErrorKind::CORRUPTION, ptr, what);
+  }
+  // The header as the free found it; the object stays as it is.
+  h = (h & ~(uint64_t{0xFF} << TOP)) | uint64_t{MAGIC_TOP} << TOP;
+  header_top_byte(ptr).store(MAGIC_TOP, std::memory_order_relaxed);
   switch (header_state(h)) {
     case ObjectState::IN_USE:
-      return report_object(ErrorKind::CORRUPTION, ptr, h,
-                           "tail canary overwritten, found by a later free's check");
+      BufWriter(what, sizeof(what)).str("tail canary overwritten").str(late);
+      return report_object(ErrorKind::CORRUPTION, ptr, h, what);
     case ObjectState::FREE:
-      return report_object(ErrorKind::DOUBLE_FREE, ptr, h,
-                           "object is already free, found by a later free's check");
+      BufWriter(what, sizeof(what)).str("object is already free").str(late);
+      return report_object(ErrorKind::DOUBLE_FREE, ptr, h, what);
     default:
-      return report_error(ErrorKind::INVALID_FREE, ptr,
-                          "no object header (bad magic), found by a later free's check");
+      BufWriter(what, sizeof(what)).str("no object header (bad magic)").str(late);
+      return report_error(ErrorKind::INVALID_FREE, ptr, what);
   }
 }
 
@@ -107,10 +125,6 @@ void ObjectSet::check_queued_frees() {
   ABlock* blocks[FreeQueue::LEN];
   const int n = thread_state().free_queue.take_all(taken, blocks);
   for (int i = 0; i < n; ++i) check_queued(taken[i], blocks[i]);
-}
-
-bool ObjectSet::queued_by_this_thread(void* ptr) {
-  return thread_state_owned() && thread_state().free_queue.holds(ptr);
 }
 
 }  // namespace achunk

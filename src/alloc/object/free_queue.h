@@ -14,31 +14,22 @@ struct ABlock;
 
 struct FreeQueue {
   static constexpr int LEN = 8;
-  enum class Pushed { YES, TWICE, CLOSED };
-
   // Queues p in the oldest entry's place and returns that entry in *old (nullptr when it
-  // held none): YES. TWICE, nothing queued, when p waits here already (a double free);
-  // CLOSED, nothing queued, while another thread's look takes the queue, or for good
-  // when no look could take it from an idle thread (see open).
-  __attribute__((always_inline)) Pushed push(void* p, ABlock* block, void** old,
-                                             ABlock** old_block) {
-    Pushed result = Pushed::CLOSED;
-    if (enter()) {
-      bool twice = false;
-#pragma GCC unroll 8
-      for (const auto& q : ptr) twice |= q.load(std::memory_order_relaxed) == p;
-      result = twice ? Pushed::TWICE : Pushed::YES;
-      if (!twice) {
-        const uint32_t i = at;
-        *old = ptr[i].load(std::memory_order_relaxed);
-        *old_block = this->block[i].load(std::memory_order_relaxed);
-        ptr[i].store(p, std::memory_order_relaxed);
-        this->block[i].store(block, std::memory_order_relaxed);
-        at = (i + 1) % LEN;
-      }
+  // held none); false, nothing queued, while another thread's look takes the queue, or
+  // for good when no look could take it from an idle thread (see open). A pointer may be
+  // queued twice (a double free): its header's mark lets only one check pass.
+  __attribute__((always_inline)) bool push(void* p, ABlock* block, void** old, ABlock** old_block) {
+    const bool pushed = enter();
+    if (pushed) {
+      const uint32_t i = at;
+      *old = ptr[i].load(std::memory_order_relaxed);
+      *old_block = this->block[i].load(std::memory_order_relaxed);
+      ptr[i].store(p, std::memory_order_relaxed);
+      this->block[i].store(block, std::memory_order_relaxed);
+      at = (i + 1) % LEN;
     }
     leave();
-    return result;
+    return pushed;
   }
   // The owner takes every entry (into out[], returning how many); none while a look does.
   int take_all(void** out, ABlock** out_blocks) {
@@ -46,13 +37,6 @@ struct FreeQueue {
     if (enter()) n = take_entries(out, out_blocks);
     leave();
     return n;
-  }
-  // Whether the owner has p queued.
-  bool holds(const void* p) const {
-    for (const auto& q : ptr) {
-      if (q.load(std::memory_order_relaxed) == p) return true;
-    }
-    return false;
   }
 
   // Another thread's look, as at a heap's stash (ThreadHeap::close_stash): close() claims

@@ -339,10 +339,6 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   }
   const uint64_t h = checked_header(ptr);
   if (h == 0) return nullptr;
-  if (ObjectSet::queued_by_this_thread(ptr)) {
-    report_object(ErrorKind::DOUBLE_FREE, ptr, h, "object is already free (its free is queued)");
-    return nullptr;
-  }
   if (header_state(h) != ObjectState::ALIGNED) {
     // Before the canary moves (in place) or the object does (grow_back), or an overrun so
     // far would go unseen. An aligned object's free below checks its own.

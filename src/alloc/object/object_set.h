@@ -185,9 +185,6 @@ class ObjectSet {
   // Checks and frees what the calling thread's frees queued, in every set: at process
   // exit, so a bad free made just before is still reported; tests too.
   static void check_queued_frees();
-  // Whether the calling thread's free of ptr, an object of a set, waits in its queue:
-  // realloc reports it as freed, as the free's own check would.
-  static bool queued_by_this_thread(void* ptr);
   // Option free_checks_queued, for every set: off, every free is checked at the free
   // itself (what is queued already is checked as before). On by default.
   static void set_free_checks_queued(bool on) {
@@ -276,7 +273,7 @@ class ObjectSet {
   static void check_queued(void* ptr, ABlock* block);
   // A queued object's checks: true, the object then FREE, or false after the report.
   static bool take_queued(void* ptr);
-  [[gnu::noinline, gnu::cold]] static void report_failed_check(void* ptr);
+  [[gnu::noinline, gnu::cold]] static void report_failed_check(void* ptr, uint64_t header);
   // The free of a slab's object already marked FREE: its owner's, or another thread's.
   static void free_taken(void* ptr, ABlock* block, Slab* slab);
   // A look's take of an idle thread's queue (FreeQueue::take): the objects that pass

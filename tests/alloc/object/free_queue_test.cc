@@ -1,5 +1,6 @@
 // The queue of frees whose checks wait: a free into a slab the thread disowned reads
-// nothing of its object, and the free LEN frees later checks and frees it. What a check
+// nothing of its object and marks its header's top byte, and the free LEN frees later
+// checks and frees it. What a check
 // finds wrong is still reported, what is queued never stays, and a look takes an idle
 // thread's queue.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "alloc/object/malloc_allocator.h"
 #include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
 #include "alloc/object/thread_heap.h"
@@ -72,15 +74,14 @@ TEST_F(FreeQueueTest, AFreeIntoADisownedSlabIsCheckedLenFreesLater) {
   std::vector<void*> objs = fill(set);
   void* first = objs[0];
   ASSERT_TRUE(ObjectSet::try_free_fast(first));
-  // Unread and unwritten: the header is as the malloc left it.
-  EXPECT_EQ(state_of(first), ObjectState::IN_USE);
-  EXPECT_TRUE(ObjectSet::queued_by_this_thread(first));
+  // Marked, not checked: the header's top byte alone was written.
+  EXPECT_EQ(state_of(first), ObjectState::QUEUED);
+  EXPECT_EQ(header_size(load_header(first)), static_cast<uint32_t>(SIZE));
   for (int i = 1; i < LEN; ++i) ASSERT_TRUE(ObjectSet::try_free_fast(objs[i]));
-  EXPECT_EQ(state_of(first), ObjectState::IN_USE);
+  EXPECT_EQ(state_of(first), ObjectState::QUEUED);
   ASSERT_TRUE(ObjectSet::try_free_fast(objs[LEN]));
   EXPECT_EQ(state_of(first), ObjectState::FREE);
-  EXPECT_FALSE(ObjectSet::queued_by_this_thread(first));
-  EXPECT_EQ(state_of(objs[1]), ObjectState::IN_USE);
+  EXPECT_EQ(state_of(objs[1]), ObjectState::QUEUED);
   ObjectSet::check_queued_frees();
   for (int i = 0; i <= LEN; ++i) EXPECT_EQ(state_of(objs[i]), ObjectState::FREE);
   for (int i = 0; i <= LEN; ++i) objs[i] = nullptr;
@@ -95,12 +96,11 @@ TEST_F(FreeQueueTest, WithTheOptionOffEveryFreeIsCheckedAtOnce) {
   ObjectSet::set_free_checks_queued(false);
   ASSERT_TRUE(ObjectSet::try_free_fast(objs[1]));
   EXPECT_EQ(state_of(objs[1]), ObjectState::FREE);
-  EXPECT_FALSE(ObjectSet::queued_by_this_thread(objs[1]));
   // A double free fails at once, to the caller's full path, which reports it with the
   // bad free's stack.
   EXPECT_FALSE(ObjectSet::try_free_fast(objs[1]));
   // What was queued before is still checked as before.
-  EXPECT_EQ(state_of(objs[0]), ObjectState::IN_USE);
+  EXPECT_EQ(state_of(objs[0]), ObjectState::QUEUED);
   ObjectSet::check_queued_frees();
   EXPECT_EQ(state_of(objs[0]), ObjectState::FREE);
   ObjectSet::set_free_checks_queued(true);
@@ -122,19 +122,19 @@ TEST_F(FreeQueueTest, ObjectsOfOwnedAndOfOtherThreadsSlabsAreFreedAtOnce) {
   free_rest(set, objs);
 }
 
-TEST_F(FreeQueueTest, ASecondFreeOfAQueuedObjectIsReportedAtOnceAndFreesNothing) {
+TEST_F(FreeQueueTest, ASecondFreeOfAQueuedObjectIsReportedByItsCheckAndFreesNothing) {
   ObjectSet set(source_);
   std::vector<void*> objs = fill(set);
   void* p = objs[3];
   ASSERT_TRUE(ObjectSet::try_free_fast(p));
   ASSERT_TRUE(ObjectSet::try_free_fast(p));
-  EXPECT_EQ(ErrorRecorder::calls, 1);
-  EXPECT_EQ(ErrorRecorder::kind, ErrorKind::DOUBLE_FREE);
-  EXPECT_EQ(ErrorRecorder::ptr, p);
-  // The queued free goes on: the object is freed once.
+  EXPECT_EQ(ErrorRecorder::calls, 0);
+  // The first check frees it, the second finds it free: the object is freed once.
   ObjectSet::check_queued_frees();
   EXPECT_EQ(state_of(p), ObjectState::FREE);
   EXPECT_EQ(ErrorRecorder::calls, 1);
+  EXPECT_EQ(ErrorRecorder::kind, ErrorKind::DOUBLE_FREE);
+  EXPECT_EQ(ErrorRecorder::ptr, p);
   objs[3] = nullptr;
   free_rest(set, objs);
 }
@@ -147,6 +147,7 @@ TEST_F(FreeQueueTest, AQueuedFreeOfAFreedObjectIsReportedByItsCheck) {
   ObjectSet::check_queued_frees();
   ASSERT_EQ(state_of(p), ObjectState::FREE);
   ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  EXPECT_EQ(state_of(p), ObjectState::QUEUED_FREE);
   EXPECT_EQ(ErrorRecorder::calls, 0);
   ObjectSet::check_queued_frees();
   EXPECT_EQ(ErrorRecorder::calls, 1);
@@ -154,7 +155,28 @@ TEST_F(FreeQueueTest, AQueuedFreeOfAFreedObjectIsReportedByItsCheck) {
   EXPECT_EQ(ErrorRecorder::ptr, p);
   EXPECT_NE(ErrorRecorder::line.find("found by a later free's check"), std::string::npos)
       << ErrorRecorder::line;
+  EXPECT_EQ(state_of(p), ObjectState::FREE);  // the mark taken back
   objs[5] = nullptr;
+  free_rest(set, objs);
+}
+
+// The mark reads as freed before the check: malloc_usable_size (and realloc, through the
+// same header check) of a queued object is a use after its free.
+TEST_F(FreeQueueTest, TheSizeOfAQueuedObjectIsAskedOfAFreedOne) {
+  ObjectSet set(source_);
+  std::vector<void*> objs = fill(set);
+  void* p = objs[4];
+  ASSERT_TRUE(ObjectSet::try_free_fast(p));
+  EXPECT_EQ(ObMallocAllocator::usable_size(p), -1);
+  EXPECT_EQ(ErrorRecorder::calls, 1);
+  EXPECT_EQ(ErrorRecorder::kind, ErrorKind::DOUBLE_FREE);
+  EXPECT_EQ(ErrorRecorder::ptr, p);
+  EXPECT_EQ(ObMallocAllocator::get_size(p), -1);
+  EXPECT_EQ(ErrorRecorder::calls, 2);
+  ObjectSet::check_queued_frees();
+  EXPECT_EQ(state_of(p), ObjectState::FREE);
+  EXPECT_EQ(ErrorRecorder::calls, 2);
+  objs[4] = nullptr;
   free_rest(set, objs);
 }
 
@@ -181,7 +203,6 @@ TEST_F(FreeQueueTest, APointerInsideAnObjectIsNeverQueuedNorWritten) {
   std::memset(p, 0x5A, SIZE);
   EXPECT_FALSE(ObjectSet::try_free_fast(p + 16));
   EXPECT_FALSE(ObjectSet::try_free_fast(p + 48));
-  EXPECT_FALSE(ObjectSet::queued_by_this_thread(p + 16));
   for (int i = 0; i < SIZE; ++i) ASSERT_EQ(p[i], 0x5A) << i;
   EXPECT_EQ(state_of(p), ObjectState::IN_USE);
   free_rest(set, objs);
@@ -195,7 +216,7 @@ TEST_F(FreeQueueTest, TheLookTakesAnIdleThreadsQueue) {
     objs = fill(set);
     for (int i = 0; i < LEN / 2; ++i) ASSERT_TRUE(ObjectSet::try_free_fast(objs[i]));
   });
-  for (int i = 0; i < LEN / 2; ++i) EXPECT_EQ(state_of(objs[i]), ObjectState::IN_USE);
+  for (int i = 0; i < LEN / 2; ++i) EXPECT_EQ(state_of(objs[i]), ObjectState::QUEUED);
   // The first look sees the heap, the second finds it idle since.
   set.reclaim_idle_spares();
   set.reclaim_idle_spares();
