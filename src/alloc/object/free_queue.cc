@@ -48,7 +48,8 @@ void ObjectSet::free_queued(void* ptr, ABlock* block, Slab* slab, FreeFallback f
   // Only a slot's own user pointer is marked and waits: the byte before any other may be
   // an object's (and an aligned pointer's pad only the fallback frees).
   const int64_t distance = static_cast<char*>(ptr) - slab_first_user(block, sc);
-  if (thread_state_owned() && distance >= 0 && whole_slots(sc, static_cast<uint64_t>(distance)) &&
+  if (thread_state_owned() && class_slot_size(sc) <= FreeQueue::SLOT_MAX && distance >= 0 &&
+      whole_slots(sc, static_cast<uint64_t>(distance)) &&
       free_checks_queued_.load(std::memory_order_relaxed)) {
     __builtin_prefetch(header_of(ptr), 1);
     prefetch_tail_bounds(ptr, sc);

@@ -108,6 +108,24 @@ TEST_F(FreeQueueTest, WithTheOptionOffEveryFreeIsCheckedAtOnce) {
   free_rest(set, objs);
 }
 
+// A slot above SLOT_MAX: its slab holds a few objects, and one waiting would keep it.
+TEST_F(FreeQueueTest, ABigSlotsObjectIsFreedAtOnce) {
+  ObjectSet set(source_);
+  constexpr int64_t BIG_SIZE = 2000;
+  const int sc = size_class_of(BIG_SIZE);
+  ASSERT_GT(class_slot_size(sc), FreeQueue::SLOT_MAX);
+  const int64_t per_slab = (slab_bytes(sc) - slab_lead(sc)) / class_slot_size(sc);
+  std::vector<void*> objs;
+  for (int64_t i = 0; i < (ThreadHeap::FULL_SLABS_KEPT + 2) * per_slab + 1; ++i) {
+    objs.push_back(set.alloc(BIG_SIZE, 0));
+  }
+  ASSERT_EQ(owner_of(objs[0]), disowned_by_this_thread());
+  ASSERT_TRUE(ObjectSet::try_free_fast(objs[0]));
+  EXPECT_EQ(state_of(objs[0]), ObjectState::FREE);
+  objs[0] = nullptr;
+  free_rest(set, objs);
+}
+
 TEST_F(FreeQueueTest, ObjectsOfOwnedAndOfOtherThreadsSlabsAreFreedAtOnce) {
   ObjectSet set(source_);
   std::vector<void*> objs = fill(set);
