@@ -69,6 +69,7 @@ struct FreeQueue {
   // zeroed state's queue stays closed); closed while a look takes the queue.
   std::atomic<bool> open;
   std::atomic<bool> looking;  // claimed by a look: one at a time
+  bool enabled;               // opened once (owner only, ObjectSet::create_heap)
 
  private:
   bool enter() {

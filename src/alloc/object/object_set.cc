@@ -107,14 +107,20 @@ ThreadHeap* ObjectSet::create_heap() {
   // Built after the shard lock: its pages may be fresh (see new_slab).
   ThreadHeap* heap = new (block_data(block)) ThreadHeap(this);
   heap->keep_emptied_current_ = barrier_available();
+  // Before the heap is listed: a look reads state_ as soon as it finds the heap. The
+  // queue opens with the thread's first heap that a look may take it through, which no
+  // look can have found yet; later ones leave open to the looks.
+  heap->state_ = state;
+  if (heap->keep_emptied_current_ && !state->free_queue.enabled) {
+    state->free_queue.enabled = true;
+    state->free_queue.open.store(true, std::memory_order_relaxed);
+  }
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
     heap->next_heap_ = heaps_;
     if (heaps_ != nullptr) heaps_->prev_heap_ = heap;
     heaps_ = heap;
   }
-  heap->state_ = state;
-  if (heap->keep_emptied_current_) state->free_queue.open.store(true, std::memory_order_relaxed);
   state->heaps[index_] = heap;
   state->heap_generation[index_] = gen;
   return heap;
