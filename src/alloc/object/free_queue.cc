@@ -1,9 +1,9 @@
-// ObjectSet's queued frees: the free of an object that is likely cold (another thread's
-// slab, or one of this thread's past its current slab) reads nothing of the object. It
-// fetches the lines the checks will read, and the thread's queue (ThreadHeap::queue_push)
-// holds it while later frees run. The free that pushes it out, QUEUE_LEN frees on,
-// checks and frees it, its lines in the cache by then: the misses of random frees
-// overlap instead of stalling one after the other.
+// ObjectSet's queued frees: the free of an object of a slab its thread disowned (a large
+// live set's, likely cold) reads nothing of the object. It fetches the lines the checks
+// will read, marks the header's top byte, and the thread's queue (FreeQueue::push) holds
+// it while later frees run. The free that pushes it out, FreeQueue::LEN frees on, checks
+// and frees it, its lines in the cache by then: the misses of random frees overlap
+// instead of stalling one after the other.
 #include "achunk/base/buf_writer.h"
 #include "alloc/object/object_check.h"
 #include "alloc/object/object_set.h"

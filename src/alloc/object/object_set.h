@@ -79,8 +79,8 @@ class ObjectSet {
   // The same when the caller already found the object's span (inline, in thread_heap.h).
   static inline void free(void* ptr, ABlock* block);
   // The common free, every check included: a small object in use on a slab of any thread
-  // (or of none), its canary intact, at once from the current slab, else through the
-  // queue (free_queued). Anything else (big objects, aligned pointers, any failed check)
+  // (or of none), its canary intact; at once, or through the queue for a slab the
+  // thread disowned (free_queued). Anything else (big objects, aligned pointers, any failed check)
   // goes untouched to `fallback`, the caller's full path, which frees it or reports what
   // is wrong; a tail call, so the fast path saves no register. `ptr` must not be null.
   using FreeFallback = void (*)(void* ptr);
