@@ -261,12 +261,13 @@ class ObjectSet {
   // room, else the remote free.
   __attribute__((noinline)) static void free_foreign(void* ptr, ABlock* block, Slab* slab);
   // The free of an object of a slab this thread disowned, likely cold: its lines
-  // fetched, it waits in the thread's queue (FreeQueue) while the oldest queued free is
-  // checked and freed (check_queued), so the header and canary a check reads have come
-  // by then. At once, as free_fast would, for a thread without a state, a pointer that is
-  // not a slot's (an aligned one, say, whose pad the slow path knows), or while another
-  // thread's look takes the queue; `fallback` when that immediate check fails. A pointer
-  // queued already is reported as a double free.
+  // fetched and its header marked QUEUED, it waits in the thread's queue (FreeQueue)
+  // while the oldest queued free is checked and freed (check_queued), so the header and
+  // canary a check reads have come by then. At once, as free_fast would, for a thread
+  // without a state, a slot above FreeQueue::SLOT_MAX, a pointer that is not a slot's (an
+  // aligned one, say, whose pad the slow path knows), with free_checks_queued off, or
+  // while another thread's look takes the queue; `fallback` when that immediate check
+  // fails. A second free of a queued object is reported by its check.
   __attribute__((noinline)) static void free_queued(void* ptr, ABlock* block, Slab* slab,
                                                     FreeFallback fallback);
   // A queued object: its checks, then its free; a failure is reported.
