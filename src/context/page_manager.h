@@ -48,6 +48,7 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   AChunk* resize_chunk(AChunk* chunk, int64_t size) override {
     return ta_.resize_chunk(chunk, size);
   }
+  int64_t trim_chunk(AChunk* chunk) override { return ta_.trim_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
   int64_t now_us() override { return ta_.now_us(); }
   int64_t span_idle_us() override { return ta_.span_idle_us(); }

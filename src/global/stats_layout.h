@@ -12,7 +12,7 @@ namespace achunk::stats {
 
 inline constexpr uint64_t MAGIC = 0x5453'4b4e'5548'4341ULL;  // "ACHUNKST", little-endian
 inline constexpr uint16_t MAJOR = 1;
-inline constexpr uint16_t MINOR = 5;  // 1.5: live_resizes
+inline constexpr uint16_t MINOR = 6;  // 1.6: slack_trims
 inline constexpr char MEMFD_NAME[] = "achunk-stats";
 inline constexpr int64_t REGION_SIZE = 32 * 1024;
 

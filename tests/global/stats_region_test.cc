@@ -96,13 +96,14 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "[OPTIONS] stats_interval_ms=0\n");
   EXPECT_EQ(
       dump::format_json(s),
-      "{\"version\":\"1\",\"region_version\":\"1.5\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
+      "{\"version\":\"1\",\"region_version\":\"1.6\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
       "\"limit\":9223372036854775807,\"hold\":2097152,\"total_hold\":2097152,\"used\":2097152,"
       "\"freelists_hold\":0,\"total_maps\":1,\"total_unmaps\":0,\"large_maps\":0,\"large_unmaps\":"
       "0,\"huge_maps\":0,\"huge_unmaps\":0,\"expired_unmaps\":0,\"resident_size\":128974848,"
       "\"virtual_memory_used\":478150656,\"large_freelists_hold\":0,\"cache_hits\":0,\"cache_"
       "misses\":1,\"max_chunk_cache_size\":9223372036854775807,\"chunk_cache_ttl_ms\":30000,"
-      "\"cache_resident\":0,\"cache_resizes\":0,\"live_resizes\":0,\"max_map_count\":65530,"
+      "\"cache_resident\":0,\"cache_resizes\":0,\"live_resizes\":0,\"slack_trims\":0,"
+      "\"max_map_count\":65530,"
       "\"transparent_"
       "hugepages\":\"m\"},\"caches\":[{\"size_mb\":2,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":"
       "0,\"maps\":1,\"unmaps\":0},{\"size_mb\":4,\"hold\":0,\"count\":0,\"pushes\":0,\"pops\":0,"

@@ -83,6 +83,11 @@ class FakeOs final : public Os {
       *err = EINVAL;
       return nullptr;
     }
+    if (new_size <= old_size) {  // in place, as munmap of the tail
+      it->second = new_size;
+      mapped_bytes_ += new_size - old_size;
+      return addr;
+    }
     const int64_t rounded = (new_size + align - 1) / align * align;
     void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(rounded));
     if (p == nullptr) {

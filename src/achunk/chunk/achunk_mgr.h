@@ -67,11 +67,17 @@ class AChunkMgr {
   // only, never touched nor charged.
   AChunk* alloc_chunk(int64_t size, int64_t head_align = 0);
   // Resizes a chunk handed out to hold `size` payload bytes, keeping its contents: its
-  // mapping grows or shrinks (mremap, or munmap of the tail) unless its 2 MiB-aligned size
-  // stays the same, and may move. Returns the chunk, maybe at a new address, or nullptr
-  // with the reason in last_alloc_failure() and the chunk as it was. A chunk placed for
-  // an alignment (head_align) is refused. For a big object's realloc: no copy.
+  // mapping grows (mremap) when its 2 MiB-aligned size grows, and may move. A shrink
+  // keeps the mapping and its charge (see trim_chunk). Returns the chunk, maybe at a new
+  // address, or nullptr with the reason in last_alloc_failure() and the chunk as it was.
+  // A chunk placed for an alignment (head_align) is refused. For a big object's realloc:
+  // no copy.
   AChunk* resize_chunk(AChunk* chunk, int64_t size);
+  // Unmaps the tail a chunk handed out kept past its request's 2 MiB-aligned size when
+  // it shrank (resize_chunk), in place, and stops charging it. Returns the bytes
+  // unmapped, 0 when there is no such tail, -1 when the OS refused (nothing changed).
+  // Its owner calls it once the tail has stayed unused for its idle time.
+  int64_t trim_chunk(AChunk* chunk);
   // Caches the chunk (or unmaps it when the cache is full), then unmaps at most one other
   // cached chunk that has idled for chunk_cache_ttl_ms. A pointer that is not a live
   // chunk is reported through report_error() and otherwise ignored.
@@ -206,6 +212,7 @@ class AChunkMgr {
   const Clock& clock_;
   std::atomic<int64_t> resizes_{0};       // cached chunks resized to serve another size
   std::atomic<int64_t> live_resizes_{0};  // chunks handed out resized (resize_chunk)
+  std::atomic<int64_t> slack_trims_{0};   // kept tails unmapped (trim_chunk)
   std::atomic<int64_t> live_huge_{0};
   Slot slots_[SLOT_COUNT];
 

@@ -1,6 +1,7 @@
 // AChunkMgr's resizing of a chunk's mapping (Os::resize_aligned: munmap of the tail, or
 // mremap, in place or moving the pages): a cached chunk resized to serve a request of
-// another size, and a chunk handed out resized for its owner's realloc.
+// another size, a chunk handed out resized for its owner's realloc, and the tail such a
+// chunk kept when it shrank, trimmed once its owner found it idle.
 #include <algorithm>
 
 #include "achunk/chunk/achunk_mgr.h"
@@ -43,9 +44,12 @@ AChunk* AChunkMgr::resize_chunk(AChunk* chunk, int64_t size) {
     return fail(AllocFailKind::INVALID_SIZE, size, 0);
   }
   if (chunk->lead_ > 0) return fail(AllocFailKind::INVALID_ARGUMENT, size, 0);
-  const int64_t aligned = chunk_aligned_size(size);
+  // A shrink keeps the mapping and the pages it charges: a buffer shrunk and grown again
+  // (a packet buffer) would pay an munmap, an mremap and a fault each round. trim_chunk
+  // gives the tail back once the owner has seen it idle.
+  const int64_t aligned = std::max(chunk_aligned_size(size), chunk->aligned());
   const int64_t charged = chunk->charged();
-  // What it did charge, cut to a smaller mapping, and at least the new request's pages.
+  // What it did charge, and at least the new request's pages.
   const int64_t to_charge = std::max(chunk_hold_size(size), std::min(charged, aligned));
   if (to_charge > charged && !charge_or_flush(to_charge - charged)) {
     return fail(AllocFailKind::SERVER_LIMIT, size, 0);
@@ -72,6 +76,24 @@ AChunk* AChunkMgr::resize_chunk(AChunk* chunk, int64_t size) {
   resized->fresh_ = false;
   live_resizes_.fetch_add(1, std::memory_order_relaxed);
   return resized;
+}
+
+int64_t AChunkMgr::trim_chunk(AChunk* chunk) {
+  const int64_t aligned = chunk_aligned_size(chunk->alloc_bytes_);
+  const int64_t old = chunk->aligned();
+  if (chunk->lead_ > 0 || aligned >= old) return 0;
+  // A shrink stays in place (Os::resize_aligned). The registry entry goes first all the
+  // same, as in resize_chunk, so the units past the new end never name a live chunk.
+  chunk_registry::remove(chunk);
+  int err = 0;
+  const bool trimmed = remap(chunk, aligned, &err) != nullptr;
+  chunk_registry::add(chunk);
+  if (!trimmed) return -1;
+  const int64_t to_charge = std::max(chunk->hold(), std::min(chunk->charged(), aligned));
+  dec_hold(chunk->charged() - to_charge);
+  chunk->charged_ = to_charge;
+  slack_trims_.fetch_add(1, std::memory_order_relaxed);
+  return old - aligned;
 }
 
 }  // namespace achunk

@@ -18,6 +18,7 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
   s.chunk_cache_ttl_ms = get_chunk_cache_ttl_ms();
   s.cache_resizes = resizes_.load(std::memory_order_relaxed);
   s.live_resizes = live_resizes_.load(std::memory_order_relaxed);
+  s.slack_trims = slack_trims_.load(std::memory_order_relaxed);
   for (int idx = 0; idx < SLOT_COUNT; ++idx) {
     const Slot& slot = slots_[idx];
     const int64_t maps = slot.maps_.load(std::memory_order_relaxed);

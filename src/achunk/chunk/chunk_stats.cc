@@ -30,6 +30,7 @@ constexpr ChunkStatField MGR_FIELDS[] = {
     {"cache_resident", &ChunkMgrStats::cache_resident},
     {"cache_resizes", &ChunkMgrStats::cache_resizes},
     {"live_resizes", &ChunkMgrStats::live_resizes},
+    {"slack_trims", &ChunkMgrStats::slack_trims},
 };
 // The count is exact: a shorter list would leave null members to print.
 static_assert(sizeof(MGR_FIELDS) / sizeof(MGR_FIELDS[0]) == CHUNK_STAT_FIELD_COUNT);

@@ -48,6 +48,7 @@ struct ChunkMgrStats {
   int64_t cache_resident = 0;  // bytes of cached chunks in RAM; -1: unknown
   int64_t cache_resizes = 0;   // cached large chunks resized to serve another size
   int64_t live_resizes = 0;    // chunks handed out resized for a realloc (resize_chunk)
+  int64_t slack_trims = 0;     // tails kept by a shrink, unmapped once idle (trim_chunk)
   int64_t max_map_count = 0;
   char thp_mode[16] = "unknown";
   ChunkSlotStats slots[SLOT_LINES];
@@ -63,7 +64,7 @@ struct ChunkSlotField {
   const char* name;
   int64_t ChunkSlotStats::*member;
 };
-inline constexpr int CHUNK_STAT_FIELD_COUNT = 22;
+inline constexpr int CHUNK_STAT_FIELD_COUNT = 23;
 inline constexpr int CHUNK_SLOT_FIELD_COUNT = 6;
 extern const ChunkStatField (&CHUNK_STAT_FIELDS)[CHUNK_STAT_FIELD_COUNT];
 extern const ChunkSlotField CHUNK_SLOT_FIELDS[CHUNK_SLOT_FIELD_COUNT];

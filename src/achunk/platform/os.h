@@ -27,9 +27,9 @@ class Os {
   virtual int unmap(void* addr, int64_t size) = 0;
 
   // Resizes the mapping [addr, addr+old_size), made by map_aligned with `align`, to
-  // new_size bytes, keeping its pages and contents (a shrink gives the tail back); it may
-  // move, to an address aligned to `align`. Returns the mapping's address, or nullptr
-  // with *err set and the old mapping as it was.
+  // new_size bytes, keeping its pages and contents. A shrink gives the tail back and stays
+  // in place; a grow may move, to an address aligned to `align`. Returns the mapping's
+  // address, or nullptr with *err set and the old mapping as it was.
   [[nodiscard]] virtual void* resize_aligned(void* addr, int64_t old_size, int64_t new_size,
                                              int64_t align, int* err) = 0;
 

@@ -22,18 +22,19 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
 }
 
 int64_t BlockSet::wash_free_spans() {
-  return wash_spans_freed_by(INT64_MAX);
+  return wash_spans_freed_by(INT64_MAX) + trim_idle_slack(INT64_MAX);
 }
 
 int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
-  return wash_spans_freed_by(source_.now_us() - min_free_us);
+  const int64_t cutoff = source_.now_us() - min_free_us;
+  return wash_spans_freed_by(cutoff) + trim_idle_slack(cutoff);
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   const int64_t idle = source_.span_idle_us();
   if (idle < 0 || now_us - last_check_us_ < idle / 4) return 0;
   last_check_us_ = now_us;
-  return wash_spans_freed_by(now_us - idle);
+  return wash_spans_freed_by(now_us - idle) + trim_idle_slack(now_us - idle);
 }
 
 int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
@@ -259,6 +260,7 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_alig
   if (zeroed != nullptr) *zeroed = chunk->fresh_;
   ABlock* block = take_chunk(chunk);
   chunk_meta(chunk)->using_cnt_ = 1;
+  *slack_of(chunk) = Slack{nullptr, nullptr, 0, false};
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
   for (int i = 1; i < MAX_SPAN; ++i) chunk_block(chunk, i)->nblocks_ = -i;
   used_ += chunk->hold();
@@ -300,6 +302,7 @@ void BlockSet::free_block(ABlock* block) {
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (block->dedicated()) {
     used_ -= chunk->hold();
+    if (slack_of(chunk)->linked) unlink_slack(chunk);
     release_chunk(chunk);
     wash_stale_spans_if_due(source_.now_us());
     return;

@@ -53,20 +53,28 @@ class BlockSet {
   // Resizes a dedicated chunk's span to `bytes` through the source (ChunkSource::
   // resize_chunk: mremap, no copy): returns the head, maybe at a new address, or nullptr
   // with nothing changed. Lets a big object's realloc beyond a chunk grow and shrink as
-  // glibc's mmapped chunks do.
+  // glibc's mmapped chunks do. A shrink keeps the mapping's tail until trim_idle_slack.
   ABlock* resize_dedicated(ABlock* block, int64_t bytes);
+  // Unmaps the tails that dedicated chunks kept when they shrank and that no resize has
+  // touched since `cutoff_us` (ChunkSource::trim_chunk), oldest first: O(trimmed + 1).
+  // Returns the bytes unmapped. The idle washes call it with the span idle time.
+  int64_t trim_idle_slack(int64_t cutoff_us);
+  // Dedicated chunks keeping a tail past their request.
+  int64_t slack_chunks() const { return slack_cnt_; }
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
   // zero); 0 or errno. Touches no state of the set, so it needs no lock.
   int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }
 
   // Gives the physical pages of every free span not washed yet back to the OS (madvise); the spans
-  // stay free and usable, they fault in again when reused. Returns the bytes washed.
+  // stay free and usable, they fault in again when reused. Unmaps every kept tail
+  // (trim_idle_slack) too. Returns the bytes washed and unmapped.
   int64_t wash_free_spans();
   // Washes every free span that has been free (as it is now: a merge restarts the
   // count) for at least `min_free_us` on the source's clock and was not washed since, so
   // memory freed long ago goes back while spans freed a moment ago, likely to be reused
   // soon, keep their pages. The drop-in malloc's release thread calls it every interval
-  // with the span idle time. Returns the bytes washed.
+  // with the span idle time. Tails kept as long are unmapped (trim_idle_slack). Returns
+  // the bytes washed and unmapped.
   int64_t wash_stale_spans(int64_t min_free_us);
   // Washing without holding the owner's lock across the madvise calls: take_stale_spans
   // moves up to `max` free spans not washed and free since `cutoff_us` or before off the
@@ -82,7 +90,8 @@ class BlockSet {
   void put_back_span(ABlock* block, bool washed);
   // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
   // quarter of the source's span idle time, washes the spans free for a whole idle time;
-  // never when that is negative. Returns the bytes washed.
+  // never when that is negative; and unmaps the tails kept as long. Returns the bytes
+  // washed and unmapped.
   int64_t wash_stale_spans_if_due(int64_t now_us);
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
@@ -157,6 +166,20 @@ class BlockSet {
   static FreeSpan* free_span(ABlock* block) {
     return reinterpret_cast<FreeSpan*>(block->owner_area_);
   }
+  // A dedicated chunk's place on the slack list, kept in block 1's owner area: a
+  // dedicated chunk's other blocks hold only their distance to block 0.
+  struct Slack {
+    AChunk* prev;
+    AChunk* next;
+    int64_t since_us;  // the resize that left the tail
+    bool linked;
+  };
+  static_assert(sizeof(Slack) <= sizeof(ABlock::owner_area_));
+  static Slack* slack_of(AChunk* chunk) {
+    return reinterpret_cast<Slack*>(chunk_block(chunk, 1)->owner_area_);
+  }
+  void link_slack(AChunk* chunk, int64_t now_us);
+  void unlink_slack(AChunk* chunk);
   void link_dirty(ABlock* block);
   void unlink_dirty(ABlock* block);
   // The state of two adjacent free spans joined: clean only if both are.
@@ -177,6 +200,10 @@ class BlockSet {
   int64_t hold_ = 0;
   int64_t used_ = 0;
   int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
+  // Dedicated chunks with a kept tail, oldest resize first (see Slack).
+  AChunk* slack_head_ = nullptr;
+  AChunk* slack_tail_ = nullptr;
+  int64_t slack_cnt_ = 0;
   int64_t chunk_cnt_ = 0;
   // Every free span not washed, in the order it joined the free lists: the ones free the
   // longest come first, so washing looks only at spans it washes (and one more). A split

@@ -1,7 +1,8 @@
 // BlockSet's resizing of a span in use, for a big object's realloc: forward into the free
 // span after it, backward into the free span before it, and trimming its tail. Each is
 // O(blocks of the span) for the distances it writes, plus O(1) list work. A dedicated
-// chunk is resized by its source instead (a syscall, O(1) in this set).
+// chunk is resized by its source instead (a syscall, O(1) in this set); the tail a
+// shrink keeps waits on the slack list for its idle time.
 #include <cstdint>
 #include <cstring>
 
@@ -99,16 +100,68 @@ ABlock* BlockSet::resize_dedicated(ABlock* block, int64_t bytes) {
   if (!block->dedicated()) return nullptr;
   AChunk* chunk = AChunk::ptr2chunk(block);
   const int64_t old_hold = chunk->hold();
-  // Off the list while its header may move: the neighbours' links would name the old place.
+  // Off the lists while its header may move: the neighbours' links would name the old place.
+  const bool had_slack = slack_of(chunk)->linked;
+  if (had_slack) unlink_slack(chunk);
   unlink_chunk(chunk);
   AChunk* resized = source_.resize_chunk(chunk, bytes);
+  const int64_t now = source_.now_us();
   if (resized == nullptr) {
     link_chunk(chunk);
+    if (had_slack) link_slack(chunk, now);
     return nullptr;
   }
   link_chunk(resized);
   used_ += resized->hold() - old_hold;
+  // Every resize restarts the tail's idle time: a buffer shrunk and grown each request
+  // keeps its pages while the requests come.
+  if (resized->aligned() > chunk_aligned_size(resized->alloc_bytes_)) link_slack(resized, now);
+  wash_stale_spans_if_due(now);
   return chunk_block(resized, 0);
+}
+
+void BlockSet::link_slack(AChunk* chunk, int64_t now_us) {
+  Slack* s = slack_of(chunk);
+  *s = Slack{slack_tail_, nullptr, now_us, true};
+  if (slack_tail_ != nullptr) {
+    slack_of(slack_tail_)->next = chunk;
+  } else {
+    slack_head_ = chunk;
+  }
+  slack_tail_ = chunk;
+  ++slack_cnt_;
+}
+
+void BlockSet::unlink_slack(AChunk* chunk) {
+  Slack* s = slack_of(chunk);
+  if (s->prev != nullptr) {
+    slack_of(s->prev)->next = s->next;
+  } else {
+    slack_head_ = s->next;
+  }
+  if (s->next != nullptr) {
+    slack_of(s->next)->prev = s->prev;
+  } else {
+    slack_tail_ = s->prev;
+  }
+  *s = Slack{nullptr, nullptr, 0, false};
+  --slack_cnt_;
+}
+
+int64_t BlockSet::trim_idle_slack(int64_t cutoff_us) {
+  int64_t trimmed = 0;
+  while (slack_head_ != nullptr && slack_of(slack_head_)->since_us <= cutoff_us) {
+    AChunk* chunk = slack_head_;
+    unlink_slack(chunk);
+    // In place (a shrink never moves), and the request's hold is unchanged.
+    const int64_t bytes = source_.trim_chunk(chunk);
+    if (bytes < 0) {
+      link_slack(chunk, source_.now_us());  // the OS refused: a whole idle time again
+      break;
+    }
+    trimmed += bytes;
+  }
+  return trimmed;
 }
 
 }  // namespace achunk

@@ -18,6 +18,8 @@ class ChunkSource {
   // AChunkMgr::resize_chunk, with the source's own charges moved along: the chunk, maybe
   // moved, or nullptr with last_alloc_failure() set and the chunk as it was.
   virtual AChunk* resize_chunk(AChunk* chunk, int64_t size) = 0;
+  // AChunkMgr::trim_chunk: the request's charge does not change.
+  virtual int64_t trim_chunk(AChunk* chunk) = 0;
   // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
   // The chunk layer's clock, and the span idle time (span_idle_ms, the block layer's
@@ -51,6 +53,7 @@ class DirectChunkSource final : public ChunkSource {
   AChunk* resize_chunk(AChunk* chunk, int64_t size) override {
     return mgr_.resize_chunk(chunk, size);
   }
+  int64_t trim_chunk(AChunk* chunk) override { return mgr_.trim_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
   int64_t now_us() override { return mgr_.now_us(); }
   int64_t span_idle_us() override { return span_idle_us_; }

@@ -68,6 +68,10 @@ int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
     SubObjectMgr& shard = shards_[i];
     BlockSet& bs = shard.block_set_;
     const int64_t cutoff = bs.now_us() - min_free_us;
+    {
+      std::lock_guard<SpinLock> guard(shard.lock_);
+      washed += bs.trim_idle_slack(cutoff);
+    }
     for (bool failed = false; !failed;) {
       ABlock* spans[WASH_BATCH];
       int taken;

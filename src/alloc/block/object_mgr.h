@@ -81,7 +81,9 @@ class ObjectMgr {
   }
   // Washes every free span of every open shard free for `min_free_us` or longer, the
   // madvise calls outside the shard locks (BlockSet::take_stale_spans): a thread that
-  // allocates meanwhile never waits for them. One washer at a time. Returns bytes washed.
+  // allocates meanwhile never waits for them. One washer at a time. Tails that dedicated
+  // chunks kept as long are unmapped under the shard's lock (BlockSet::trim_idle_slack).
+  // Returns the bytes washed and unmapped.
   int64_t wash_stale_spans(int64_t min_free_us);
   // fork(): the washer's lock, then every shard's lock, held across the fork (so no span
   // is ever off the free lists for washing in a child).

@@ -220,7 +220,8 @@ void* ObjectSet::trim_big(void* ptr) {
   const int64_t bytes = BIG_OFFSET + object_size(ptr, h) + AOBJECT_TAIL_SIZE;
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
   if (block->dedicated()) {
-    // Only whole 2 MiB units: the pages of the last one stay charged until the free.
+    // Only whole 2 MiB units: the pages of the last one stay charged until the free. The
+    // mapping keeps its tail until the block layer finds it idle (trim_idle_slack).
     if (chunk_aligned_size(bytes) >= AChunk::ptr2chunk(block)->aligned()) return ptr;
     void* moved = resize_dedicated(ptr, object_size(ptr, h));
     return moved != nullptr ? moved : ptr;

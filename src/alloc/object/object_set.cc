@@ -422,6 +422,10 @@ int64_t ObjectSet::span_used() {
   return mgr_.sum([](BlockSet& bs) { return bs.used(); });
 }
 
+int64_t ObjectSet::slack_chunks() {
+  return mgr_.sum([](BlockSet& bs) { return bs.slack_chunks(); });
+}
+
 int64_t ObjectSet::free_span_bytes(int64_t* washed) {
   *washed = 0;
   return mgr_.sum([&](BlockSet& bs) { return bs.free_span_bytes(washed); });

@@ -137,6 +137,8 @@ class ObjectSet {
   // Bytes of the chunks this set holds, and of spans in use (slabs + big objects).
   int64_t hold();
   int64_t span_used();
+  // Big objects' chunks keeping a tail past their request (BlockSet::slack_chunks).
+  int64_t slack_chunks();
   // BlockSet::free_span_bytes over the shards.
   int64_t free_span_bytes(int64_t* washed);
   // f(AChunk*) for every chunk of every shard, each shard under its lock.

@@ -23,6 +23,7 @@ class ObTenantCtxAllocator final : public ChunkSource {
   AChunk* alloc_chunk(int64_t size, int64_t head_align) override;
   void free_chunk(AChunk* chunk) override;
   AChunk* resize_chunk(AChunk* chunk, int64_t size) override;
+  int64_t trim_chunk(AChunk* chunk) override { return chunk_mgr_.trim_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override {
     return chunk_mgr_.release_pages(addr, size);
   }

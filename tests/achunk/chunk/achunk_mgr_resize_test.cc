@@ -55,18 +55,48 @@ TEST_F(AChunkMgrResizeTest, GrowingMovesTheMappingWithItsBytesAndItsCharge) {
   expect_consistent();
 }
 
-TEST_F(AChunkMgrResizeTest, ShrinkingGivesTheMappingsTailBack) {
+// A shrink keeps the mapping and its charge, so a buffer shrunk and grown again pays no
+// syscall; trim_chunk gives the tail back, in place, when its owner finds it idle.
+TEST_F(AChunkMgrResizeTest, ShrinkingKeepsTheTailUntilTrimmed) {
   AChunk* chunk = alloc_mb(30);
   ASSERT_NE(chunk, nullptr);
   fill(chunk, payload_for_mb(6));
   AChunk* shrunk = mgr_.resize_chunk(chunk, payload_for_mb(6));
-  ASSERT_NE(shrunk, nullptr);
+  ASSERT_EQ(shrunk, chunk);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(shrunk->aligned(), 30 * MB);
+  EXPECT_EQ(shrunk->alloc_bytes_, payload_for_mb(6));
+  EXPECT_EQ(mgr_.get_hold(), 30 * MB);
+  EXPECT_EQ(mgr_.live_huge_chunks(), 1);
+  EXPECT_EQ(mgr_.resize_chunk(shrunk, payload_for_mb(20)), chunk);  // back into the tail
+  EXPECT_EQ(mgr_.resize_chunk(shrunk, payload_for_mb(6)), chunk);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(mgr_.trim_chunk(shrunk), 24 * MB);
+  EXPECT_EQ(os_.resize_calls(), 1);
   EXPECT_TRUE(intact(shrunk, payload_for_mb(6)));
   EXPECT_EQ(shrunk->aligned(), 6 * MB);
   EXPECT_EQ(mgr_.get_hold(), 6 * MB);
   EXPECT_EQ(mgr_.get_total_hold(), 6 * MB);
   EXPECT_EQ(mgr_.live_huge_chunks(), 0);
+  EXPECT_EQ(mgr_.get_stats(false).slack_trims, 1);
+  EXPECT_TRUE(chunk_registry::is_chunk(shrunk));
+  EXPECT_EQ(mgr_.trim_chunk(shrunk), 0);  // nothing past the request's units
   mgr_.free_chunk(shrunk);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrResizeTest, ARefusedTrimKeepsTheTailAndItsCharge) {
+  AChunk* chunk = alloc_mb(10);
+  ASSERT_NE(chunk, nullptr);
+  ASSERT_EQ(mgr_.resize_chunk(chunk, payload_for_mb(4)), chunk);
+  os_.fail_next_resizes(1);
+  EXPECT_EQ(mgr_.trim_chunk(chunk), -1);
+  EXPECT_EQ(chunk->aligned(), 10 * MB);
+  EXPECT_EQ(mgr_.get_hold(), 10 * MB);
+  EXPECT_TRUE(chunk_registry::is_chunk(chunk));
+  EXPECT_EQ(mgr_.get_stats(false).slack_trims, 0);
+  EXPECT_EQ(mgr_.trim_chunk(chunk), 6 * MB);
+  mgr_.free_chunk(chunk);
   expect_consistent();
 }
 

@@ -1,5 +1,6 @@
-// BlockSet's span resizing (block_set_resize.cc): growth forward and backward, and tail
-// trimming, as a big object's realloc uses them.
+// BlockSet's span resizing (block_set_resize.cc): growth forward and backward, tail
+// trimming, and the tails dedicated chunks keep until idle, as a big object's realloc
+// uses them.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -173,6 +174,43 @@ TEST_F(BlockSetResizeTest, ADedicatedChunkIsResizedThroughTheSourceAndStaysOnThe
   ASSERT_NE(shrunk, nullptr);
   EXPECT_EQ(set.used(), used + chunk_hold_size(5 * MB) - chunk_hold_size(3 * MB));
   free_all(set, {small, shrunk});
+  expect_consistent();
+}
+
+// A dedicated chunk shrunk keeps its mapping's tail on the slack list; the tails go back
+// oldest first once no resize touched them for the span idle time, on the set's own frees
+// as by a wash, and a freed chunk leaves the list.
+TEST_F(BlockSetResizeTest, ShrunkDedicatedChunksKeepTheirTailsUntilIdle) {
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(9 * MB);
+  ABlock* b = set.alloc_block(9 * MB);
+  ABlock* c = set.alloc_block(9 * MB);
+  ASSERT_TRUE(a->dedicated() && b->dedicated() && c->dedicated());
+  std::memset(block_data(a), 7, 3 * MB);
+  a = set.resize_dedicated(a, 3 * MB);
+  clock_.advance_ms(400);
+  b = set.resize_dedicated(b, 3 * MB);
+  c = set.resize_dedicated(c, 3 * MB);
+  EXPECT_EQ(set.slack_chunks(), 3);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  EXPECT_EQ(AChunk::ptr2chunk(a)->aligned(), 10 * MB);
+  // Grown back within its mapping: no slack left, off the list.
+  c = set.resize_dedicated(c, 9 * MB);
+  EXPECT_EQ(set.slack_chunks(), 2);
+  // A freed chunk leaves the list with its tail (the cache keeps its whole mapping).
+  set.free_block(c);
+  clock_.advance_ms(700);  // a: 1.1 s idle, b: 0.7 s
+  ABlock* s = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(s);  // the free's look: a's tail only
+  EXPECT_EQ(set.slack_chunks(), 1);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(AChunk::ptr2chunk(a)->aligned(), 4 * MB);
+  EXPECT_EQ(static_cast<char*>(block_data(a))[3 * MB - 1], 7);
+  EXPECT_EQ(BlockSet::ptr2block(block_data(a)), a);
+  EXPECT_EQ(set.trim_idle_slack(clock_.now_us()), 6 * MB);  // b's, asked for by a wash
+  EXPECT_EQ(set.slack_chunks(), 0);
+  EXPECT_EQ(mgr_.get_stats(false).slack_trims, 2);
+  free_all(set, {a, b});
   expect_consistent();
 }
 

@@ -123,9 +123,10 @@ TEST_F(ObMallocTest, ReallocShrinkingABigObjectGivesBackItsBlocksInPlace) {
   ObMallocAllocator::free(big);
 }
 
-// A big object in a chunk of its own grows and shrinks with its mapping (mremap), as
-// glibc's mmapped chunks do: no new chunk, no copy, its bytes and label kept, the ctx
-// charged for what it holds. A limit in the way fails the realloc and keeps the object.
+// A big object in a chunk of its own grows with its mapping (mremap), as glibc's mmapped
+// chunks do: no new chunk, no copy, its bytes and label kept, the ctx charged for what it
+// holds. A limit in the way fails the realloc and keeps the object. A shrink keeps the
+// mapping's tail until it has idled for the span idle time.
 TEST_F(ObMallocTest, ReallocResizesADedicatedChunkWithoutACopy) {
   const ObMemAttr attr(TENANT, "t_realloc_dedicated");
   const int64_t size = 3 * MB;
@@ -155,14 +156,40 @@ TEST_F(ObMallocTest, ReallocResizesADedicatedChunkWithoutACopy) {
   EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::CTX_LIMIT);
   EXPECT_EQ(ObMallocAllocator::get_size(r), 41 * MB);
   EXPECT_EQ(r[4096], 1);
-  // A shrink gives the mapping's whole 2 MiB units past the new size back.
+  // A shrink keeps the mapping: no syscall, the ctx charged for the request only.
+  const int64_t mapped = AChunk::ptr2chunk(r)->aligned();
+  const int64_t mgr_hold = mgr_.get_hold();
   char* s = static_cast<char*>(alloc_->realloc(r, 5 * MB, attr));
-  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s, r);
+  EXPECT_EQ(os_.resize_calls(), 1);
   EXPECT_EQ(ObMallocAllocator::get_size(s), 5 * MB);
+  EXPECT_EQ(ObMallocAllocator::usable_size(s), 5 * MB);  // never the kept tail
   EXPECT_EQ(s[4096], 1);
-  EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(),
-            chunk_aligned_size(5 * MB + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE));
+  EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(), mapped);
   EXPECT_EQ(ta().hold(), hold + 2 * MB);
+  EXPECT_EQ(mgr_.get_hold(), mgr_hold);  // its touched pages are still there
+  EXPECT_EQ(ta().object_set().slack_chunks(), 1);
+  // Growing back into it is free; each resize restarts the tail's idle time.
+  EXPECT_EQ(alloc_->realloc(s, 30 * MB, attr), s);
+  EXPECT_EQ(alloc_->realloc(s, 5 * MB, attr), s);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  // Idle for less than the span idle time: kept. Then the next look unmaps it, in place.
+  clock_.advance_us(SPAN_IDLE_US / 2);
+  EXPECT_EQ(alloc_->wash_stale_spans(SPAN_IDLE_US), 0);
+  EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(), mapped);
+  clock_.advance_us(SPAN_IDLE_US / 2);
+  const int64_t charged = AChunk::ptr2chunk(s)->charged();
+  const int64_t tail = mapped - chunk_aligned_size(5 * MB + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE);
+  EXPECT_EQ(alloc_->wash_stale_spans(SPAN_IDLE_US), tail);
+  EXPECT_EQ(os_.resize_calls(), 2);
+  EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(), mapped - tail);
+  EXPECT_EQ(mgr_.get_stats(false).slack_trims, 1);
+  EXPECT_EQ(ta().object_set().slack_chunks(), 0);
+  // The chunk layer now charges the whole smaller mapping, the ctx still its request.
+  EXPECT_EQ(mgr_.get_hold(), mgr_hold - (charged - (mapped - tail)));
+  EXPECT_EQ(ta().hold(), hold + 2 * MB);
+  EXPECT_EQ(s[4096], 1);
+  EXPECT_EQ(ObMallocAllocator::get_size(s), 5 * MB);
   ObMallocAllocator::free(s);
   EXPECT_EQ(ta().hold(), hold - chunk_hold_size(size + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE));
 }
