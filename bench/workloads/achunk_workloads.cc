@@ -379,6 +379,23 @@ void realloc_big() {
   }
 }
 
+// A connection's packet buffer, as MariaDB's net layer keeps it: 16 KiB, grown by realloc
+// to a big result (1-8 MiB) with every page written, then shrunk back to 16 KiB at the
+// end of the command, request after request.
+void packet_buffer() {
+  std::mt19937 rng(29);
+  const size_t small = size_t{16} << 10;
+  char* p = static_cast<char*>(malloc(small));
+  for (int64_t request = 0; request < scaled(400); ++request) {
+    const size_t size = (size_t{1} << 20) << (rng() % 4);
+    p = static_cast<char*>(realloc(p, size));
+    for (size_t off = 0; off < size; off += 4096) p[off] = static_cast<char>(request);
+    g_sum += static_cast<uint64_t>(p[size - 4096]);
+    p = static_cast<char*>(realloc(p, small));
+  }
+  free(p);
+}
+
 // calloc of big zeroed blocks (1-16 MiB), a few bytes read and written.
 void calloc_big() {
   std::mt19937 rng(13);
@@ -437,6 +454,7 @@ const Pattern PATTERNS[] = {
     {"huge", huge_buffers},
     {"realloc", realloc_growth},
     {"bigrealloc", realloc_big},
+    {"pktbuf", packet_buffer},
     {"calloc", calloc_big},
     {"aligned", aligned},
 };
