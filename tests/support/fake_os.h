@@ -70,6 +70,7 @@ class FakeOs final : public Os {
   // mremap may; counted as a resize, and failed on demand like a map.
   void* resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
                        int* err) override {
+    if (on_resize_) on_resize_();
     std::lock_guard<std::mutex> g(mu_);
     ++resize_calls_;
     if (fail_resizes_ > 0) {
@@ -120,6 +121,8 @@ class FakeOs final : public Os {
   }
   // Runs at the start of every resident_bytes call (set it before other threads run).
   void set_resident_hook(std::function<void()> hook) { on_resident_ = std::move(hook); }
+  // Runs at the start of every resize_aligned call (set it before other threads run).
+  void set_resize_hook(std::function<void()> hook) { on_resize_ = std::move(hook); }
   // Runs at the start of every release_pages call (set it before other threads run).
   void set_release_hook(std::function<void()> hook) { on_release_ = std::move(hook); }
   void set_resident_per_range(int64_t bytes) {
@@ -250,6 +253,7 @@ class FakeOs final : public Os {
   int64_t shared_maps_ = 0;
   std::function<void()> unmap_hook_;
   std::function<void()> on_release_;
+  std::function<void()> on_resize_;
   int fail_maps_ = 0;
   int fail_resizes_ = 0;
   std::function<void()> on_resident_;

@@ -82,13 +82,10 @@ int64_t AChunkMgr::trim_chunk(AChunk* chunk) {
   const int64_t aligned = chunk_aligned_size(chunk->alloc_bytes_);
   const int64_t old = chunk->aligned();
   if (chunk->lead_ > 0 || aligned >= old) return 0;
-  // A shrink stays in place (Os::resize_aligned). The registry entry goes first all the
-  // same, as in resize_chunk, so the units past the new end never name a live chunk.
-  chunk_registry::remove(chunk);
+  // A shrink stays in place (Os::resize_aligned), so the registry, which marks only the
+  // chunk's first unit, is left alone: the owner may free or resize its object meanwhile.
   int err = 0;
-  const bool trimmed = remap(chunk, aligned, &err) != nullptr;
-  chunk_registry::add(chunk);
-  if (!trimmed) return -1;
+  if (remap(chunk, aligned, &err) == nullptr) return -1;
   const int64_t to_charge = std::max(chunk->hold(), std::min(chunk->charged(), aligned));
   dec_hold(chunk->charged() - to_charge);
   chunk->charged_ = to_charge;

@@ -71,7 +71,12 @@ TEST_F(AChunkMgrResizeTest, ShrinkingKeepsTheTailUntilTrimmed) {
   EXPECT_EQ(mgr_.resize_chunk(shrunk, payload_for_mb(20)), chunk);  // back into the tail
   EXPECT_EQ(mgr_.resize_chunk(shrunk, payload_for_mb(6)), chunk);
   EXPECT_EQ(os_.resize_calls(), 0);
+  // Live in the registry throughout: its owner may free it while another thread trims.
+  bool live_during = false;
+  os_.set_resize_hook([&] { live_during = chunk_registry::is_chunk(shrunk); });
   EXPECT_EQ(mgr_.trim_chunk(shrunk), 24 * MB);
+  os_.set_resize_hook(nullptr);
+  EXPECT_TRUE(live_during);
   EXPECT_EQ(os_.resize_calls(), 1);
   EXPECT_TRUE(intact(shrunk, payload_for_mb(6)));
   EXPECT_EQ(shrunk->aligned(), 6 * MB);
