@@ -264,19 +264,23 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t
     if (head_align == 0) fill_front(*ta, size, attr, label);
     return p;
   }
-  // Give back what can be given back, once, then retry: this thread's empty slabs for a
-  // ctx or tenant limit (they may free whole chunks); the chunk cache for the server
-  // limit; for a failed mmap also the pages of every free span of the ctx's chunks.
+  // Give back what can be given back, once, then retry: the ctx's warm slabs (exited
+  // threads') always, and this thread's empty slabs for a ctx or tenant limit (they may
+  // free whole chunks); the chunk cache for the server limit; for a failed mmap also the
+  // pages of every free span of the ctx's chunks.
   const AllocFailKind kind = last_alloc_failure().kind;
+  if (kind != AllocFailKind::CTX_LIMIT && kind != AllocFailKind::TENANT_LIMIT &&
+      kind != AllocFailKind::SERVER_LIMIT && kind != AllocFailKind::PHYSICAL_MEMORY_EXHAUST) {
+    return nullptr;
+  }
+  set.release_warm();
   if (kind == AllocFailKind::CTX_LIMIT || kind == AllocFailKind::TENANT_LIMIT) {
-    ta->object_set().flush_thread_heap();
+    set.flush_thread_heap();
   } else if (kind == AllocFailKind::SERVER_LIMIT) {
     chunk_mgr_.sync_wash();
-  } else if (kind == AllocFailKind::PHYSICAL_MEMORY_EXHAUST) {
-    ta->object_set().wash_free_spans();
-    chunk_mgr_.sync_wash();
   } else {
-    return nullptr;
+    set.wash_free_spans();
+    chunk_mgr_.sync_wash();
   }
   return try_alloc();
 }

@@ -276,6 +276,7 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
 void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
   *u = SpanUsage{};
   u->spares_reclaimed = spares_reclaimed();
+  u->warm_slabs = warm_bytes();
   auto add_resident = [&](int64_t* sum, void* addr, int64_t len) {
     const int64_t r = resident(ctx, addr, len);
     *sum = r < 0 || *sum < 0 ? -1 : *sum + r;

@@ -49,7 +49,7 @@ void on_thread_exit(void*) {
     if (live) heap->unstash_all();
     state.heaps[i] = nullptr;
     if (!live) continue;
-    if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap);
+    if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap, true);
   }
   tl_thread_state = const_cast<ThreadState*>(&thread_state_detail::EMPTY);
   release_thread_state(&state);
@@ -135,7 +135,7 @@ void ObjectSet::flush_thread_heap() {
     // Front entries may name the heap: the thread forgets them all (a rare call), so a
     // hit needs no check that its heap is still the thread's.
     for (malloc_front::Entry& e : state.entries) e.allocator_id = 0;
-    abandon(heap);
+    abandon(heap, false);
     return;
   }
   settle_ready();
@@ -234,10 +234,12 @@ int64_t ObjectSet::reclaim_idle_spares() {
 
 int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
   reclaim_idle_spares();
+  const bool busy = warm_activity_.exchange(0, std::memory_order_relaxed) != 0;
+  if (min_free_us == 0 || !busy) release_warm();
   return mgr_.wash_stale_spans(min_free_us);
 }
 
-void ObjectSet::abandon(ThreadHeap* heap) {
+void ObjectSet::abandon(ThreadHeap* heap, bool keep_warm) {
   {
     // Out of the list first: once it is, no other thread looks at the heap again.
     std::lock_guard<SpinLock> guard(heaps_lock_);
@@ -257,15 +259,15 @@ void ObjectSet::abandon(ThreadHeap* heap) {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
     if (ABlock* block = heap->current_[sc].load(std::memory_order_relaxed)) {
       slab_of(block)->in_current_ = false;
-      settle(block, true);
+      settle(block, true, keep_warm);
     }
-    while (ABlock* block = heap->pop_spare(sc)) settle(block);
+    while (ABlock* block = heap->pop_spare(sc)) settle(block, false, keep_warm);
     for (ABlock* list : {heap->partial_[sc], heap->full_[sc]}) {
       for (ABlock* block = list; block != nullptr;) {
         ABlock* next = block->next_;
         block->prev_ = block->next_ = nullptr;
         slab_of(block)->in_full_ = false;
-        settle(block, true);
+        settle(block, true, keep_warm);
         block = next;
       }
     }
@@ -286,7 +288,7 @@ bool ObjectSet::disown(ABlock* block) {
   return false;
 }
 
-void ObjectSet::settle(ABlock* block, bool ready_if_room) {
+void ObjectSet::settle(ABlock* block, bool ready_if_room, bool keep_warm) {
   Slab* slab = slab_of(block);
   slab->owner_thread_.store(nullptr, std::memory_order_relaxed);
   slabs_settled_.fetch_add(1, std::memory_order_relaxed);
@@ -298,6 +300,7 @@ void ObjectSet::settle(ABlock* block, bool ready_if_room) {
     const int32_t live = slab->used_.load(std::memory_order_relaxed) -
                          static_cast<int32_t>(word >> Slab::REMOTE_COUNT_SHIFT);
     if (live == 0) {
+      if (keep_warm && this->keep_warm(block)) return;
       free_span(block);
       slabs_settled_empty_.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -336,6 +339,63 @@ ABlock* ObjectSet::pop_ready(int sc) {
   }
   if (head != nullptr) head->next_ = nullptr;
   return head;
+}
+
+bool ObjectSet::keep_warm(ABlock* block) {
+  const Slab* slab = slab_of(block);
+  const int64_t bytes = ThreadHeap::carved_bytes(slab);
+  if (warm_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes > WARM_BYTES_MAX) {
+    warm_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    return false;
+  }
+  ReadyStack& stack = ready_[slab->sc_];
+  {
+    std::lock_guard<SpinLock> guard(stack.lock);
+    block->next_ = stack.warm.load(std::memory_order_relaxed);
+    stack.warm.store(block, std::memory_order_release);
+  }
+  warm_kept_.fetch_add(1, std::memory_order_relaxed);
+  warm_activity_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+ABlock* ObjectSet::pop_warm(int sc) {
+  ReadyStack& stack = ready_[sc];
+  if (stack.warm.load(std::memory_order_relaxed) == nullptr) return nullptr;
+  ABlock* block;
+  {
+    std::lock_guard<SpinLock> guard(stack.lock);
+    block = stack.warm.load(std::memory_order_relaxed);
+    if (block == nullptr) return nullptr;
+    stack.warm.store(block->next_, std::memory_order_relaxed);
+  }
+  block->next_ = nullptr;
+  warm_bytes_.fetch_sub(ThreadHeap::carved_bytes(slab_of(block)), std::memory_order_relaxed);
+  warm_adopted_.fetch_add(1, std::memory_order_relaxed);
+  warm_activity_.fetch_add(1, std::memory_order_relaxed);
+  return block;
+}
+
+int64_t ObjectSet::release_warm() {
+  int64_t bytes = 0;
+  for (ReadyStack& stack : ready_) {
+    if (stack.warm.load(std::memory_order_relaxed) == nullptr) continue;
+    ABlock* block;
+    {
+      std::lock_guard<SpinLock> guard(stack.lock);
+      block = stack.warm.exchange(nullptr, std::memory_order_relaxed);
+    }
+    while (block != nullptr) {
+      ABlock* next = block->next_;
+      block->next_ = nullptr;
+      const int64_t carved = ThreadHeap::carved_bytes(slab_of(block));
+      warm_bytes_.fetch_sub(carved, std::memory_order_relaxed);
+      bytes += carved;
+      free_span(block);
+      block = next;
+    }
+  }
+  return bytes;
 }
 
 void ObjectSet::settle_ready() {

@@ -51,6 +51,7 @@ struct SpanUsage {
   int64_t other = 0;             // thread heaps and spans lent to memory contexts
   int64_t free_resident = 0;     // free spans' bytes still in RAM
   int64_t spares_reclaimed = 0;  // ObjectSet::spares_reclaimed()
+  int64_t warm_slabs = 0;        // ObjectSet::warm_bytes()
 };
 
 class ObjectSet {
@@ -179,7 +180,8 @@ class ObjectSet {
   // In a forked child (from the atfork child handler): threads started from now on get
   // markers of a new generation.
   static void on_fork_child();
-  // Gives the calling thread's heap back: empty slabs return to the BlockSet, slabs with
+  // Gives the calling thread's heap back: empty slabs stay warm for the next heaps
+  // (keep_warm) or return to the BlockSet, slabs with
   // live objects and free slots go onto the ready stacks for another heap to adopt, full
   // ones are disowned until a free makes room. Runs at thread exit; callers may also run
   // it when a thread goes idle. First settles the ready stacks (settle_ready).
@@ -201,7 +203,9 @@ class ObjectSet {
   // Washes the free spans of every shard (see BlockSet::wash_free_spans).
   int64_t wash_free_spans();
   // BlockSet::wash_stale_spans: the free spans free for at least `min_free_us`. First
-  // gives back the spares of heaps idle since the previous call (reclaim_idle_spares).
+  // gives back the spares of heaps idle since the previous call (reclaim_idle_spares),
+  // and the warm slabs if none was kept or adopted since then (all of them when
+  // `min_free_us` is 0): they go back once threads stop coming and going.
   int64_t wash_stale_spans(int64_t min_free_us);
   // Gives back the empty spare slabs of every heap that made no slow-path or stash call
   // since the previous look and is not in one now, its kept slabs whose objects other
@@ -215,6 +219,15 @@ class ObjectSet {
   // were all freed after its owner exited or let it go never stays, and nothing walks
   // the slabs that saw no free since. O(slabs pushed since the last call).
   void settle_ready();
+  // Gives every warm slab back to its shard; returns their carved bytes. O(warm slabs).
+  int64_t release_warm();
+  // Carved bytes the warm stacks may hold: an exited thread's worth of a few classes,
+  // twice a heap's spares.
+  static constexpr int64_t WARM_BYTES_MAX = 1 << 20;
+  int64_t warm_bytes() const { return warm_bytes_.load(std::memory_order_relaxed); }
+  // Warm slabs kept and adopted so far.
+  int64_t warm_kept() const { return warm_kept_.load(std::memory_order_relaxed); }
+  int64_t warm_adopted() const { return warm_adopted_.load(std::memory_order_relaxed); }
   // Slabs settled so far (by thread exits and settle_ready), and of them those given back
   // empty: tests check that each settles only slabs it has to.
   int64_t slabs_settled() const { return slabs_settled_.load(std::memory_order_relaxed); }
@@ -227,7 +240,8 @@ class ObjectSet {
   int64_t stash_reclaimed() const { return stash_reclaimed_.load(std::memory_order_relaxed); }
   // Of those, the queued frees it checked for idle threads.
   int64_t queue_reclaimed() const { return queue_reclaimed_.load(std::memory_order_relaxed); }
-  void abandon(ThreadHeap* heap);
+  // `keep_warm`: its empty slabs may stay warm (a thread's exit, not a flush).
+  void abandon(ThreadHeap* heap, bool keep_warm);
 
  private:
   friend class ThreadHeap;
@@ -245,7 +259,14 @@ class ObjectSet {
   // Whoever holds a slab alone (an exiting owner, settle_ready) gives it back if it is
   // empty, else disowns it; with `ready_if_room` (an exiting owner) a slab with a free
   // slot goes onto the ready stack instead, untagged, so no free pushes it again.
-  void settle(ABlock* block, bool ready_if_room = false);
+  // With `keep_warm` (a thread's exit) an empty slab stays warm when the budget allows.
+  void settle(ABlock* block, bool ready_if_room = false, bool keep_warm = false);
+  // An emptied slab of an exiting thread onto the warm stack of its class, carved and
+  // resident, for the next heap that refills the class (a thread started in its place
+  // reuses its pages instead of carving new ones); false when WARM_BYTES_MAX is reached.
+  bool keep_warm(ABlock* block);
+  // A warm slab of class sc, or nullptr.
+  ABlock* pop_warm(int sc);
   // A free cleared REMOTE_NOTIFY: the slab goes onto the ready stack of its class.
   void push_ready(ABlock* block);
   // One slab off the ready stack of class sc, or nullptr. One per refill, so the slabs an
@@ -292,8 +313,11 @@ class ObjectSet {
   // thread without a lock; taken (one, or all) only under the class's lock, so a pop's
   // CAS cannot meet a head that was taken and pushed again (no ABA). A line per class:
   // the threads refilling and freeing into one class do not stall those of another.
+  // `warm` (same lock, same rules but pushed only under it): the empty slabs of exited
+  // threads kept for the class's next refills (see keep_warm).
   struct alignas(64) ReadyStack {
     std::atomic<ABlock*> head{nullptr};
+    std::atomic<ABlock*> warm{nullptr};
     SpinLock lock;
   };
   ReadyStack ready_[SIZE_CLASS_COUNT];
@@ -302,6 +326,11 @@ class ObjectSet {
   std::atomic<int64_t> spares_reclaimed_{0};
   std::atomic<int64_t> stash_reclaimed_{0};
   std::atomic<int64_t> queue_reclaimed_{0};
+  // Carved bytes of the warm slabs, and warm pushes and adoptions since the last look.
+  std::atomic<int64_t> warm_bytes_{0};
+  std::atomic<int64_t> warm_activity_{0};
+  std::atomic<int64_t> warm_kept_{0};
+  std::atomic<int64_t> warm_adopted_{0};
   static inline std::atomic<bool> free_checks_queued_{true};
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.

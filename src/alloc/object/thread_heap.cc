@@ -195,7 +195,11 @@ void ThreadHeap::keep_empty(int sc, ABlock* block) {
 }
 
 void ThreadHeap::adopt_ready(int sc) {
-  if (ABlock* block = set_->pop_ready(sc)) {
+  // A slab with live objects first (its room would otherwise wait), then an exited
+  // thread's warm one.
+  ABlock* block = set_->pop_ready(sc);
+  if (block == nullptr) block = set_->pop_warm(sc);
+  if (block != nullptr) {
     slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
     link(sc, block);
     ++slabs_visited_;

@@ -53,6 +53,7 @@ constexpr Field<SpanUsage> SPAN_FIELDS[] = {
     {"other", [](const SpanUsage& s) { return s.other; }, NUM_WIDTH},
     {"free_resident", [](const SpanUsage& s) { return s.free_resident; }, NUM_WIDTH},
     {"spares_reclaimed", [](const SpanUsage& s) { return s.spares_reclaimed; }, NUM_WIDTH},
+    {"warm_slabs", [](const SpanUsage& s) { return s.warm_slabs; }, NUM_WIDTH},
 };
 
 constexpr Field<LabelUsage> LABEL_FIELDS[] = {

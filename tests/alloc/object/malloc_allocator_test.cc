@@ -193,6 +193,30 @@ TEST_F(ObMallocTest, CtxLimitIsHitAtTheBoundaryWithItsReason) {
   ObMallocAllocator::free(b);
 }
 
+// Warm slabs are a cache: an allocation they would keep under the ctx's limit takes them
+// back first.
+TEST_F(ObMallocTest, ALimitReachedGivesBackTheWarmSlabsOfExitedThreadsFirst) {
+  const ObMemAttr attr(TENANT, "t_warm_limit");
+  std::thread([&] {
+    std::vector<void*> objs;
+    for (int i = 0; i < 1000; ++i) objs.push_back(alloc_->alloc(100 + i % 200, attr));
+    for (void* p : objs) ObMallocAllocator::free(p);
+  }).join();
+  ObjectSet& set = ta().object_set();
+  EXPECT_GT(set.warm_bytes(), 0);
+  EXPECT_EQ(ta().hold(), 2 * MB);  // the warm slabs hold one chunk
+  ASSERT_TRUE(alloc_->set_tenant_ctx_limit(TENANT, DEFAULT_CTX_ID, 4 * MB));
+  const int64_t size = ACHUNK_SIZE - 64;
+  void* a = alloc_->alloc(size, attr);
+  ASSERT_NE(a, nullptr);
+  void* b = alloc_->alloc(size, attr);
+  EXPECT_NE(b, nullptr);
+  EXPECT_EQ(set.warm_bytes(), 0);
+  EXPECT_EQ(ta().hold(), 4 * MB);
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
+}
+
 TEST_F(ObMallocTest, TenantAndServerLimits) {
   const ObMemAttr attr(TENANT, "t_limits");
   const ObMemAttr other(TENANT, "t_limits", EXECUTE_CTX_ID);
@@ -363,8 +387,10 @@ TEST_F(ObMallocTest, ManyThreadsPassObjectsAround) {
   }
   for (auto& w : workers) w.join();
   for (auto& m : mailbox) ObMallocAllocator::free(m.exchange(nullptr));
-  // The workers exited: their heaps were handed back; all objects are freed.
+  // The workers exited: their heaps were handed back; all objects are freed. Their empty
+  // slabs wait warm for the next threads until a trim.
   alloc_->flush_thread_caches();
+  alloc_->wash_stale_spans(0);
   EXPECT_EQ(ta().hold(), 0);
   EXPECT_EQ(ta(WORK_AREA).hold(), 0);
 }

@@ -298,6 +298,7 @@ TEST_F(SlabFlowTest, SettlingCountsPendingFreesWithoutTakingThem) {
   ABlock* emptied_slab = nullptr;
   ABlock* kept_slab = nullptr;
   const int64_t settled_empty = set.slabs_settled_empty();
+  const int64_t kept_warm = set.warm_kept();
   std::thread([&] {
     emptied = fill_one_slab(set);
     kept = fill_one_slab(set);
@@ -311,8 +312,9 @@ TEST_F(SlabFlowTest, SettlingCountsPendingFreesWithoutTakingThem) {
       for (int i = 1; i <= 10; ++i) ObjectSet::free(kept[i]);
     }).join();
   }).join();
-  // The emptied slab went back (its descriptor now describes a free span).
-  EXPECT_EQ(set.slabs_settled_empty() - settled_empty, 1);
+  // The emptied slab stays warm for the class's next refills: not given back.
+  EXPECT_EQ(set.slabs_settled_empty() - settled_empty, 0);
+  EXPECT_EQ(set.warm_kept() - kept_warm, 1);
   EXPECT_NE(emptied_slab, kept_slab);
   EXPECT_EQ(pending_frees(kept_slab), 10u);
   EXPECT_EQ(slab_of(kept_slab)->remote_free_.load() & Slab::REMOTE_NOTIFY, 0u);
@@ -337,6 +339,9 @@ TEST_F(SlabFlowTest, SettlingCountsPendingFreesWithoutTakingThem) {
   for (size_t i = 12; i < kept.size(); ++i) ObjectSet::free(kept[i]);
   set.flush_thread_heap();
   set.settle_ready();
+  // Slabs with room came first: the warm one was never needed.
+  EXPECT_EQ(set.warm_adopted(), 0);
+  EXPECT_GT(set.release_warm(), 0);
   EXPECT_EQ(set.span_used(), 0);
 }
 
@@ -482,6 +487,7 @@ TEST_F(SlabFlowTest, ChurningProducersConsumersAndLateFreesReturnEverything) {
   // Freed by this thread, which has no heap of the set: every slab left is disowned.
   for (const Obj& o : late) check_and_free(o);
   set.settle_ready();
+  set.release_warm();
   EXPECT_EQ(set.span_used(), 0);
 }
 

@@ -228,6 +228,7 @@ TEST_F(ThreadHeapStashTest, AFreeOfAnotherThreadsObjectWaitsInTheFreeingThreadsS
   EXPECT_EQ(pending_frees(block), 2u);
   ObjectSet::free(mine[2]);
   set.flush_thread_heap();
+  set.release_warm();  // the exited thread's own slabs
   EXPECT_EQ(set.span_used(), 0);
 }
 
@@ -318,6 +319,10 @@ TEST_F(ThreadHeapStashTest, AnExitingThreadGivesItsStashBack) {
     EXPECT_GT(set.heap_for_this_thread()->stash_count(SC), 0);
     ObjectSet::free(next);
   }).join();
+  // Its slabs emptied, so they wait warm for the next thread, and nothing else stays.
+  const int64_t warm = set.warm_bytes();
+  EXPECT_GT(warm, 0);
+  EXPECT_EQ(set.release_warm(), warm);
   EXPECT_EQ(set.span_used(), 0);
 }
 

@@ -30,13 +30,15 @@ TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
       << buf;
   // A fresh shard washes free spans of 128 KiB as they form.
   EXPECT_NE(std::string(buf).find(" free_resident=        102,400"
-                                  " spares_reclaimed=              0\n"),
+                                  " spares_reclaimed=              0"
+                                  " warm_slabs=              0\n"),
             std::string::npos)
       << buf;
   alloc_->print_usage_json(buf, sizeof(buf));
   EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
-  EXPECT_NE(std::string(buf).find("\"free_resident\":102400,\"spares_reclaimed\":0}"),
-            std::string::npos)
+  EXPECT_NE(
+      std::string(buf).find("\"free_resident\":102400,\"spares_reclaimed\":0,\"warm_slabs\":0}"),
+      std::string::npos)
       << buf;
   os_.set_resident_per_range(-1);
   ObMallocAllocator::free(big);
