@@ -5,10 +5,10 @@
 // collects it when the slab is current and runs dry. A slab that runs full, and every
 // full slab of an exiting thread, is disowned: it belongs to nobody and sits in no list,
 // and the first free into it pushes it onto the set's lock-free ready stack of its class
-// (an exiting thread's slabs with room go there at once), where the next heap short of
-// that class adopts it (no back-pointers to a heap, so a
-// thread may exit at any moment without leaving dangling references). Big objects get a
-// span (or a chunk) of their own. Spans come from the shards of an ObjectMgr, so threads
+// (an exiting thread's slabs with room go there at once, its empty ones onto a warm
+// stack beside it), where the next heap short of that class adopts it (no back-pointers
+// to a heap, so a thread may exit at any moment without leaving dangling references).
+// Big objects get a span (or a chunk) of their own. Spans come from the shards of an ObjectMgr, so threads
 // refilling at once rarely share a lock.
 // Depends on the block layer (through object_mgr.h), slab.h, thread_heap.h, size_class.h
 // and the chunk registry.
