@@ -379,13 +379,7 @@ ABlock* ObjectSet::pop_warm(int sc) {
 int64_t ObjectSet::release_warm() {
   int64_t bytes = 0;
   for (ReadyStack& stack : ready_) {
-    if (stack.warm.load(std::memory_order_relaxed) == nullptr) continue;
-    ABlock* block;
-    {
-      std::lock_guard<SpinLock> guard(stack.lock);
-      block = stack.warm.exchange(nullptr, std::memory_order_relaxed);
-    }
-    while (block != nullptr) {
+    for (ABlock* block = stack.take_all(stack.warm); block != nullptr;) {
       ABlock* next = block->next_;
       block->next_ = nullptr;
       const int64_t carved = ThreadHeap::carved_bytes(slab_of(block));
@@ -400,13 +394,7 @@ int64_t ObjectSet::release_warm() {
 
 void ObjectSet::settle_ready() {
   for (ReadyStack& ready : ready_) {
-    if (ready.head.load(std::memory_order_relaxed) == nullptr) continue;
-    ABlock* block;
-    {
-      std::lock_guard<SpinLock> guard(ready.lock);
-      block = ready.head.exchange(nullptr, std::memory_order_acquire);
-    }
-    while (block != nullptr) {
+    for (ABlock* block = ready.take_all(ready.head); block != nullptr;) {
       ABlock* next = block->next_;  // before settle: once disowned it may be pushed again
       block->next_ = nullptr;
       settle(block);

@@ -8,8 +8,8 @@
 // (an exiting thread's slabs with room go there at once, its empty ones onto a warm
 // stack beside it), where the next heap short of that class adopts it (no back-pointers
 // to a heap, so a thread may exit at any moment without leaving dangling references).
-// Big objects get a span (or a chunk) of their own. Spans come from the shards of an ObjectMgr, so threads
-// refilling at once rarely share a lock.
+// Big objects get a span (or a chunk) of their own. Spans come from the shards of an
+// ObjectMgr, so threads refilling at once rarely share a lock.
 // Depends on the block layer (through object_mgr.h), slab.h, thread_heap.h, size_class.h
 // and the chunk registry.
 #pragma once
@@ -319,6 +319,12 @@ class ObjectSet {
     std::atomic<ABlock*> head{nullptr};
     std::atomic<ABlock*> warm{nullptr};
     SpinLock lock;
+    // All of `top` (head or warm), chained via next_; nullptr when it is empty.
+    ABlock* take_all(std::atomic<ABlock*>& top) {
+      if (top.load(std::memory_order_relaxed) == nullptr) return nullptr;
+      std::lock_guard<SpinLock> guard(lock);
+      return top.exchange(nullptr, std::memory_order_acquire);
+    }
   };
   ReadyStack ready_[SIZE_CLASS_COUNT];
   std::atomic<int64_t> slabs_settled_{0};
