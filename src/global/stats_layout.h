@@ -12,7 +12,7 @@ namespace achunk::stats {
 
 inline constexpr uint64_t MAGIC = 0x5453'4b4e'5548'4341ULL;  // "ACHUNKST", little-endian
 inline constexpr uint16_t MAJOR = 1;
-inline constexpr uint16_t MINOR = 6;  // 1.6: slack_trims
+inline constexpr uint16_t MINOR = 7;  // 1.7: a ctx row's spans line
 inline constexpr char MEMFD_NAME[] = "achunk-stats";
 inline constexpr int64_t REGION_SIZE = 32 * 1024;
 
@@ -59,6 +59,23 @@ struct FieldDesc {
 };
 static_assert(sizeof(FieldDesc) == 64);
 
+// Since 1.7: the usage dump's spans line for one ctx (SpanUsage; its free_resident is the
+// row's own), from the same scan as the row's usage figures; -1 with them.
+struct CtxSpans {
+  int64_t slabs;
+  int64_t slab_slots;
+  int64_t slab_live;
+  int64_t empty_slabs;
+  int64_t slab_resident;
+  int64_t big;
+  int64_t big_resident;
+  int64_t other;
+  int64_t spares_reclaimed;
+  int64_t warm_slabs;
+};
+static_assert(sizeof(CtxSpans) == 80);
+inline constexpr CtxSpans UNKNOWN_SPANS = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+
 // One (tenant, ctx) with chunks charged to it. Rows are ctx_stride apart: a reader copies
 // min(ctx_stride, its own size) and treats what a 1.0 region lacks as unknown.
 struct CtxRow {
@@ -78,8 +95,9 @@ struct CtxRow {
   // Since 1.4: the ctx's hold when that scan measured it, which the figures above add up
   // against (`hold` is the refresh's, and may have moved since); -1 with them.
   int64_t usage_hold;
+  CtxSpans spans;  // since 1.7
 };
-static_assert(sizeof(CtxRow) == 104);
+static_assert(sizeof(CtxRow) == 184);
 inline constexpr uint32_t CTX_ROW_SIZE_1_0 = 64;
 
 // Since 1.1: one of the labels with the largest hold in the process, from the last usage

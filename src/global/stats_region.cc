@@ -120,6 +120,10 @@ void measure_usage(ObMallocAllocator& allocator, UsageScan* scan) {
     c.washed = u.washed;
     c.free_resident = u.spans.free_resident;
     c.hold = ta.hold();
+    const SpanUsage& sp = u.spans;
+    c.spans = stats::CtxSpans{
+        sp.slabs, sp.slab_slots,   sp.slab_live, sp.empty_slabs,      sp.slab_resident,
+        sp.big,   sp.big_resident, sp.other,     sp.spares_reclaimed, sp.warm_slabs};
     // u.labels is sorted by hold: stop at the first one that would not make the list.
     for (int i = 0; i < u.nlabels; ++i) {
       const LabelUsage& l = u.labels[i];
@@ -288,6 +292,7 @@ void StatsRegion::publish_usage(stats::CtxRow* rows, int nrows) {
     }
     if (m == usage_.nctx) {
       r.used = r.free_spans = r.washed = r.free_resident = r.usage_hold = -1;
+      r.spans = stats::UNKNOWN_SPANS;
       continue;
     }
     r.used = usage_.ctxs[m].used;
@@ -295,6 +300,7 @@ void StatsRegion::publish_usage(stats::CtxRow* rows, int nrows) {
     r.washed = usage_.ctxs[m].washed;
     r.free_resident = usage_.ctxs[m].free_resident;
     r.usage_hold = usage_.ctxs[m].hold;
+    r.spans = usage_.ctxs[m].spans;
     k = m + 1;
   }
   std::memcpy(mutable_bytes() + stats::LABEL_OFFSET, usage_.top,

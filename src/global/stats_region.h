@@ -31,6 +31,7 @@ struct UsageScan {
     int64_t washed;
     int64_t free_resident;
     int64_t hold;  // the ctx's, right after its figures were measured
+    stats::CtxSpans spans;
   };
   Ctx ctxs[stats::CTX_CAPACITY];
   int nctx = 0;

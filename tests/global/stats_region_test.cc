@@ -81,6 +81,11 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "  100 limit=     67,108,864 free_spans=      2,056,192 washed=      2,056,192 "
             "free_resident=      2,056,192 usage_hold=      2,097,152 usage_age_ms=       0 "
             "tenant_hold=      2,097,152 tenant_limit=9,223,372,036,854,775,807\n"
+            "[MEMORY] ctx_id=DEFAULT_CTX_ID slabs=         16,384 slab_slots=          4,096 "
+            "slab_live=            128 empty_slabs=              0 slab_resident=         16,384 "
+            "big=              0 big_resident=              0 other=          8,192 "
+            "free_resident=      2,056,192 spares_reclaimed=              0 "
+            "warm_slabs=              0 usage_age_ms=       0\n"
             "[TOP_LABELS] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=            128 used=     "
             "       100 count=       1 mod=golden\n"
             "[OPTIONS] memory_limit=0\n"
@@ -96,7 +101,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "[OPTIONS] stats_interval_ms=0\n");
   EXPECT_EQ(
       dump::format_json(s),
-      "{\"version\":\"1\",\"region_version\":\"1.6\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
+      "{\"version\":\"1\",\"region_version\":\"1.7\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
       "\"limit\":9223372036854775807,\"hold\":2097152,\"total_hold\":2097152,\"used\":2097152,"
       "\"freelists_hold\":0,\"total_maps\":1,\"total_unmaps\":0,\"large_maps\":0,\"large_unmaps\":"
       "0,\"huge_maps\":0,\"huge_unmaps\":0,\"expired_unmaps\":0,\"resident_size\":128974848,"
@@ -119,8 +124,10 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
       "\"maps\":0,\"unmaps\":0}],\"ctx\":[{\"tenant_id\":1002,\"ctx_id\":0,\"ctx\":\"DEFAULT_CTX_"
       "ID\",\"hold\":2097152,\"used\":100,\"limit\":67108864,\"free_spans\":2056192,"
       "\"washed\":2056192,\"free_resident\":2056192,\"usage_hold\":2097152,\"tenant_hold\":2097152,"
-      "\"tenant_limit\":"
-      "9223372036854775807}],\"top_labels\":[{\"tenant_id\":1002,\"ctx_id\":0,\"ctx\":"
+      "\"tenant_limit\":9223372036854775807,\"spans\":{\"slabs\":16384,\"slab_slots\":4096,"
+      "\"slab_live\":128,\"empty_slabs\":0,\"slab_resident\":16384,\"big\":0,\"big_resident\":0,"
+      "\"other\":8192,\"free_resident\":2056192,\"spares_reclaimed\":0,\"warm_slabs\":0}}],\"top_"
+      "labels\":[{\"tenant_id\":1002,\"ctx_id\":0,\"ctx\":"
       "\"DEFAULT_CTX_ID\",\"mod\":\"golden\",\"hold\":128,\"used\":100,\"count\":1}],"
       "\"options\":{\"memory_limit\":0,\"memory_chunk_cache_size\":0,"
       "\"large_chunk_cache\":1,\"chunk_cache_ttl_ms\":30000,\"span_idle_ms\":1000,\"free_checks_"

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "global/stats_region_fixture.h"
@@ -61,6 +62,9 @@ class StatsRegionUsageTest : public StatsRegionTest {
     }
   }
 
+  // Defined with older_region, below.
+  void read_older(uint16_t minor, uint32_t row_bytes, dump::Snapshot* out);
+
   std::vector<void*> live_;
   std::vector<std::string> labels_{};
 };
@@ -83,6 +87,12 @@ TEST_F(StatsRegionUsageTest, FiguresAndTopLabelsMatchThePrintedUsage) {
     ObMallocAllocator::free(big);
     ObMallocAllocator::free(big2);
   }
+  // A thread that allocates in the first ctx and exits: its emptied slabs stay warm.
+  std::thread([&] {
+    void* q = host_.allocator().alloc(48, ObMemAttr(1001, "exiting"));
+    ASSERT_NE(q, nullptr);
+    ObMallocAllocator::free(q);
+  }).join();
   os_.set_resident_per_range(12 << 10);
   tick();
   const dump::Snapshot s = snapshot();
@@ -97,6 +107,7 @@ TEST_F(StatsRegionUsageTest, FiguresAndTopLabelsMatchThePrintedUsage) {
   uint64_t tenant = 0;
   std::string ctx;
   size_t row = 0;
+  size_t span_lines = 0;
   ASSERT_EQ(s.ctxs.size(), 3u);
   for (const auto& m : usage_lines(host_.allocator())) {
     if (m.count("tenant_id") != 0) {
@@ -111,14 +122,31 @@ TEST_F(StatsRegionUsageTest, FiguresAndTopLabelsMatchThePrintedUsage) {
       EXPECT_EQ(c.free_spans, num(m, "free_spans"));
       EXPECT_EQ(c.washed, num(m, "washed"));
     } else if (m.count("free_resident") != 0) {
-      EXPECT_EQ(s.ctxs[row - 1].free_resident, num(m, "free_resident"));
+      // The spans line: the region carries each of its figures.
+      const dump::CtxRow& c = s.ctxs[row - 1];
+      EXPECT_EQ(c.free_resident, num(m, "free_resident"));
+      EXPECT_EQ(c.spans.slabs, num(m, "slabs"));
+      EXPECT_EQ(c.spans.slab_slots, num(m, "slab_slots"));
+      EXPECT_EQ(c.spans.slab_live, num(m, "slab_live"));
+      EXPECT_EQ(c.spans.empty_slabs, num(m, "empty_slabs"));
+      EXPECT_EQ(c.spans.slab_resident, num(m, "slab_resident"));
+      EXPECT_EQ(c.spans.big, num(m, "big"));
+      EXPECT_EQ(c.spans.big_resident, num(m, "big_resident"));
+      EXPECT_EQ(c.spans.other, num(m, "other"));
+      EXPECT_EQ(c.spans.spares_reclaimed, num(m, "spares_reclaimed"));
+      EXPECT_EQ(c.spans.warm_slabs, num(m, "warm_slabs"));
+      ++span_lines;
     } else if (m.count("mod") != 0) {
       printed.push_back(
           {tenant, ctx, m.at("mod"), num(m, "hold"), num(m, "used"), num(m, "count")});
     }
   }
   EXPECT_EQ(row, 3u);
+  EXPECT_EQ(span_lines, 3u);
   EXPECT_GT(s.ctxs[0].free_spans, 0);
+  // The thread that exited left its emptied slabs warm in the first ctx.
+  EXPECT_GT(s.ctxs[0].spans.warm_slabs, 0);
+  EXPECT_GT(s.ctxs[0].spans.slab_live, 0);
   EXPECT_GT(s.ctxs[0].free_resident, 0);
   EXPECT_NE(s.ctxs[0].free_resident, s.ctxs[0].free_spans - s.ctxs[0].washed);
 
@@ -164,17 +192,20 @@ TEST_F(StatsRegionUsageTest, OnlyTheHousekeepingThreadScansAtMostEveryInterval) 
   EXPECT_EQ(region_.usage_scans(), 1);
   EXPECT_EQ(s.get("usage_scans"), 1);
   EXPECT_EQ(s.get("usage_age_ms"), (steps - 1) * StatsRegion::REFRESH_US / 1000);
-  // Each text [MEMORY] line carries that age next to the figures it dates (9.9 s here).
+  // Each text [MEMORY] line, a ctx's and its spans line, carries that age next to the
+  // figures it dates (9.9 s here).
   ASSERT_EQ(steps, 100);
   const std::string text = dump::format_text(s);
   size_t lines = 0;
   for (size_t at = text.find("[MEMORY]"); at != std::string::npos;
        at = text.find("[MEMORY]", at + 1)) {
-    const std::string line = text.substr(at, text.find('\n', at) - at);
-    EXPECT_NE(line.find(" usage_age_ms=   9,900 "), std::string::npos) << line;
+    const std::string line = text.substr(at, text.find('\n', at) + 1 - at);
+    EXPECT_TRUE(line.find(" usage_age_ms=   9,900 ") != std::string::npos ||
+                line.find(" usage_age_ms=   9,900\n") != std::string::npos)
+        << line;
     ++lines;
   }
-  EXPECT_EQ(lines, 2u);
+  EXPECT_EQ(lines, 4u);
   ASSERT_EQ(s.ctxs.size(), 2u);
   EXPECT_EQ(s.ctxs[0].used, 4000);  // the last scan's
   EXPECT_EQ(s.ctxs[1].used, -1);
@@ -233,36 +264,52 @@ std::vector<unsigned char> older_region(const unsigned char* bytes, uint16_t min
   return b;
 }
 
-// A 1.0 region's shorter ctx rows and missing label table still read, as unknown.
-TEST_F(StatsRegionUsageTest, AVersion10RegionReadsWithUnknownUsage) {
-  alloc(1002, 0, "old", 100, 1);
-  alloc(1003, 0, "old", 100, 1);
+// Two ctxs with an object each, read back through a copy of the region made to look like
+// version 1.`minor` with rows of `row_bytes`.
+void StatsRegionUsageTest::read_older(uint16_t minor, uint32_t row_bytes, dump::Snapshot* out) {
+  alloc(1002, 0, "older", 100, 1);
+  alloc(1003, 0, "older", 100, 1);
   tick();
-  const std::vector<unsigned char> b = older_region(region_.bytes(), 0, stats::CTX_ROW_SIZE_1_0);
+  const std::vector<unsigned char> b = older_region(region_.bytes(), minor, row_bytes);
   absl::StatusOr<dump::Snapshot> s = dump::parse_region(b.data(), b.size());
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(s->ctxs.size(), 2u);
   EXPECT_EQ(s->ctxs[1].tenant_id, 1003u);
-  EXPECT_EQ(s->ctxs[1].hold, 2 << 20);
-  EXPECT_EQ(s->ctxs[1].used, -1);
-  EXPECT_EQ(s->ctxs[1].free_resident, -1);
-  EXPECT_EQ(s->ctxs[1].usage_hold, -1);
-  EXPECT_TRUE(s->labels.empty());
+  *out = *std::move(s);
+}
+
+// A 1.0 region's shorter ctx rows and missing label table still read, as unknown.
+TEST_F(StatsRegionUsageTest, AVersion10RegionReadsWithUnknownUsage) {
+  dump::Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_older(0, stats::CTX_ROW_SIZE_1_0, &s));
+  EXPECT_EQ(s.ctxs[1].hold, 2 << 20);
+  EXPECT_EQ(s.ctxs[1].used, -1);
+  EXPECT_EQ(s.ctxs[1].free_resident, -1);
+  EXPECT_EQ(s.ctxs[1].usage_hold, -1);
+  EXPECT_TRUE(s.labels.empty());
 }
 
 // A 1.3 row (96 bytes) has the usage figures but not the hold they were measured against.
 TEST_F(StatsRegionUsageTest, AVersion13RegionReadsWithUnknownUsageHold) {
-  alloc(1002, 0, "older", 100, 1);
-  alloc(1003, 0, "older", 100, 1);
-  tick();
-  const std::vector<unsigned char> b =
-      older_region(region_.bytes(), 3, offsetof(stats::CtxRow, usage_hold));
-  absl::StatusOr<dump::Snapshot> s = dump::parse_region(b.data(), b.size());
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_EQ(s->ctxs.size(), 2u);
-  EXPECT_EQ(s->ctxs[1].tenant_id, 1003u);
-  EXPECT_EQ(s->ctxs[1].used, 100);
-  EXPECT_EQ(s->ctxs[1].usage_hold, -1);
+  dump::Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_older(3, offsetof(stats::CtxRow, usage_hold), &s));
+  EXPECT_EQ(s.ctxs[1].used, 100);
+  EXPECT_EQ(s.ctxs[1].usage_hold, -1);
+}
+
+// A 1.6 row (104 bytes) has no spans line: its figures read as unknown, and the text
+// form leaves the line out.
+TEST_F(StatsRegionUsageTest, AVersion16RegionReadsWithoutTheSpansLine) {
+  dump::Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_older(6, offsetof(stats::CtxRow, spans), &s));
+  EXPECT_EQ(s.ctxs[1].used, 100);
+  EXPECT_EQ(s.ctxs[1].usage_hold, 2 << 20);
+  EXPECT_EQ(s.ctxs[1].spans.slabs, -1);
+  EXPECT_EQ(s.ctxs[1].spans.warm_slabs, -1);
+  const std::string text = dump::format_text(s);
+  EXPECT_NE(text.find("[MEMORY] tenant_id= 1003"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" slabs="), std::string::npos) << text;
+  EXPECT_NE(dump::format_json(s).find("\"spans\":{\"slabs\":-1,"), std::string::npos);
 }
 
 }  // namespace

@@ -42,6 +42,29 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// The usage print's spans line, in its order; free_resident (no member) is the row's own.
+struct SpanColumn {
+  const char* name;
+  int64_t stats::CtxSpans::*member;
+};
+constexpr SpanColumn SPAN_COLUMNS[] = {
+    {"slabs", &stats::CtxSpans::slabs},
+    {"slab_slots", &stats::CtxSpans::slab_slots},
+    {"slab_live", &stats::CtxSpans::slab_live},
+    {"empty_slabs", &stats::CtxSpans::empty_slabs},
+    {"slab_resident", &stats::CtxSpans::slab_resident},
+    {"big", &stats::CtxSpans::big},
+    {"big_resident", &stats::CtxSpans::big_resident},
+    {"other", &stats::CtxSpans::other},
+    {"free_resident", nullptr},
+    {"spares_reclaimed", &stats::CtxSpans::spares_reclaimed},
+    {"warm_slabs", &stats::CtxSpans::warm_slabs},
+};
+
+int64_t span_value(const CtxRow& c, const SpanColumn& col) {
+  return col.member == nullptr ? c.free_resident : c.spans.*col.member;
+}
+
 double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1 << 20);
 }
@@ -93,6 +116,9 @@ std::string format_text(const Snapshot& s) {
   }
   // The usage dump's names; -1: not measured yet (no housekeeping thread, or a 1.0 region).
   const int64_t usage_age_ms = s.get("usage_age_ms", -1);
+  // Each ctx's spans line as the usage print has it, from a region that carries it, and
+  // dated as the ctx line is.
+  const bool has_spans = s.major > 1 || s.minor >= 7;
   for (const CtxRow& c : s.ctxs) {
     absl::StrAppendFormat(&out, "[MEMORY] tenant_id=%5d ctx_id=%s hold=%15s used=%15s limit=%15s",
                           c.tenant_id, c.ctx_name, grouped(c.hold), grouped(c.used),
@@ -105,6 +131,12 @@ std::string format_text(const Snapshot& s) {
                           grouped(c.usage_hold), grouped(usage_age_ms));
     absl::StrAppendFormat(&out, " tenant_hold=%15s tenant_limit=%15s\n", grouped(c.tenant_hold),
                           grouped(c.tenant_limit));
+    if (!has_spans) continue;
+    absl::StrAppendFormat(&out, "[MEMORY] ctx_id=%s", c.ctx_name);
+    for (const SpanColumn& col : SPAN_COLUMNS) {
+      absl::StrAppendFormat(&out, " %s=%15s", col.name, grouped(span_value(c, col)));
+    }
+    absl::StrAppendFormat(&out, " usage_age_ms=%8s\n", grouped(usage_age_ms));
   }
   for (const LabelRow& l : s.labels) {
     absl::StrAppendFormat(&out,
@@ -155,6 +187,13 @@ std::string format_json(const Snapshot& s) {
                           sep, c.tenant_id, c.ctx_id, json_string(c.ctx_name), c.hold, c.used,
                           c.limit, c.free_spans, c.washed, c.free_resident, c.usage_hold,
                           c.tenant_hold, c.tenant_limit);
+    out.pop_back();  // the row's closing brace: its spans go inside
+    out += ",\"spans\":{";
+    for (const SpanColumn& col : SPAN_COLUMNS) {
+      absl::StrAppend(&out, &col == SPAN_COLUMNS ? "" : ",", json_string(col.name), ":",
+                      span_value(c, col));
+    }
+    out += "}}";
     sep = ",";
   }
   out += "],\"top_labels\":[";

@@ -173,11 +173,12 @@ absl::StatusOr<Snapshot> parse_region(const unsigned char* b, size_t size) {
     // An older row is shorter: what it lacks stays unknown (-1).
     stats::CtxRow r;
     r.used = r.free_spans = r.washed = r.free_resident = r.usage_hold = -1;
+    r.spans = stats::UNKNOWN_SPANS;
     std::memcpy(&r, b + h.ctx_offset + i * h.ctx_stride, std::min<size_t>(h.ctx_stride, sizeof(r)));
     s.ctxs.push_back(CtxRow{r.tenant_id, r.ctx_id,
                             std::string(r.ctx_name, strnlen(r.ctx_name, sizeof(r.ctx_name))),
                             r.hold, r.limit, r.tenant_hold, r.tenant_limit, r.used, r.free_spans,
-                            r.washed, r.free_resident, r.usage_hold});
+                            r.washed, r.free_resident, r.usage_hold, r.spans});
   }
   // A 1.0 region has no label_count field and zeroed label fields in the header.
   const int64_t nlabels = s.get("label_count", 0);

@@ -40,6 +40,8 @@ struct CtxRow {
   int64_t free_resident = -1;
   // The ctx's hold when that scan measured it (region 1.4 on); -1 as above.
   int64_t usage_hold = -1;
+  // The usage dump's spans line, from the same scan (region 1.7 on); -1 as above.
+  stats::CtxSpans spans = stats::UNKNOWN_SPANS;
 };
 
 // One of the labels with the largest hold (region 1.1 on).
