@@ -56,10 +56,91 @@ int madvise_retry(void* addr, int64_t size, int advice) {
 
 }  // namespace
 
+namespace {
+
+constexpr int RW = PROT_READ | PROT_WRITE;
+constexpr int ANON = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+// A mapping of RESERVE_FROM bytes or more keeps the address space after it reserved
+// (PROT_NONE), up to RESERVE_MIN or the next power of two: it grows and shrinks in place
+// inside that, and a buffer grown without bound moves O(log size) times. A moved mapping's
+// page-table entries are all rewritten, and on a shadow-paged VM each of its pages then
+// costs about half a fault at its next touch.
+constexpr int64_t RESERVE_FROM = int64_t{4} << 20;
+constexpr int64_t RESERVE_MIN = int64_t{32} << 20;
+
+// The address space a mapping of `size` bytes spans, reservation included: a function of
+// the size alone, so unmap needs nothing else.
+int64_t reserved_size(int64_t size) {
+  if (size < RESERVE_FROM) return size;
+  if (size <= RESERVE_MIN) return RESERVE_MIN;
+  return int64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(size - 1)));
+}
+
+char* align_up(char* p, int64_t align) {
+  const uintptr_t a = static_cast<uintptr_t>(align);
+  return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + a - 1) & ~(a - 1));
+}
+
+// Maps [addr, addr+size) anew with `prot`, replacing what was there (part of the
+// reservation, or pages given back): 0 or the errno.
+int map_over(char* addr, int64_t size, int prot) {
+  return ::mmap(addr, static_cast<size_t>(size), prot, ANON | MAP_FIXED, -1, 0) == MAP_FAILED
+             ? errno
+             : 0;
+}
+
+// A PROT_NONE window of `span` + `align` bytes; *at is its first `align`-aligned address,
+// and the window's ends outside [*at, *at + span) are unmapped. nullptr and errno on failure.
+char* reserve_aligned(int64_t span, int64_t align, int* err) {
+  const int64_t window = span + align;
+  char* w =
+      static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), PROT_NONE, ANON, -1, 0));
+  if (w == MAP_FAILED) {
+    *err = errno;
+    return nullptr;
+  }
+  char* const at = align_up(w, align);
+  const int64_t head = at - w;
+  const int64_t tail = window - head - span;
+  if (head > 0) ::munmap(w, static_cast<size_t>(head));
+  if (tail > 0) ::munmap(at + span, static_cast<size_t>(tail));
+  return at;
+}
+
+// Moves [from, from+size) onto `to` (address space of the caller's) by pieces of `unit`
+// bytes. Each source piece stays mapped (MREMAP_DONTUNMAP), so nothing else can be mapped
+// there, until every piece has moved; a failure moves them all back: 0 or the errno.
+int move_by_units(char* from, char* to, int64_t size, int64_t unit) {
+  int64_t moved = 0;
+  while (moved < size &&
+         ::mremap(from + moved, static_cast<size_t>(unit), static_cast<size_t>(unit),
+                  MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to + moved) != MAP_FAILED) {
+    moved += unit;
+  }
+  if (moved == size) return 0;
+  const int err = errno;
+  for (int64_t back = 0; back < moved; back += unit) {
+    ::mremap(to + back, static_cast<size_t>(unit), static_cast<size_t>(unit),
+             MREMAP_MAYMOVE | MREMAP_FIXED, from + back);
+  }
+  return err;
+}
+
+}  // namespace
+
 void* LinuxOs::map_aligned(int64_t size, int64_t align, int* err) {
-  const int prot = PROT_READ | PROT_WRITE;
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), prot, flags, -1, 0);
+  const int64_t reserved = reserved_size(size);
+  if (reserved > size) {
+    char* at = reserve_aligned(reserved, align, err);
+    if (at == nullptr) return nullptr;
+    if ((*err = map_over(at, size, RW)) != 0) {
+      ::munmap(at, static_cast<size_t>(reserved));
+      return nullptr;
+    }
+    return at;
+  }
+  void* p = ::mmap(nullptr, static_cast<size_t>(size), RW, ANON, -1, 0);
   if (p == MAP_FAILED) {
     *err = errno;
     return nullptr;
@@ -69,63 +150,91 @@ void* LinuxOs::map_aligned(int64_t size, int64_t align, int* err) {
   // costs two extra munmaps but never leaves a hole in the middle of a mapping.
   ::munmap(p, static_cast<size_t>(size));
   const int64_t window = size + align;
-  char* w = static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), prot, flags, -1, 0));
+  char* w = static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), RW, ANON, -1, 0));
   if (w == MAP_FAILED) {
     *err = errno;
     return nullptr;
   }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(w);
-  const uintptr_t aligned =
-      (base + static_cast<uintptr_t>(align) - 1) & ~(static_cast<uintptr_t>(align) - 1);
-  const int64_t head = static_cast<int64_t>(aligned - base);
+  char* const aligned = align_up(w, align);
+  const int64_t head = aligned - w;
   const int64_t tail = window - head - size;
   if (head > 0) ::munmap(w, static_cast<size_t>(head));
-  if (tail > 0) ::munmap(reinterpret_cast<char*>(aligned) + size, static_cast<size_t>(tail));
-  return reinterpret_cast<void*>(aligned);
+  if (tail > 0) ::munmap(aligned + size, static_cast<size_t>(tail));
+  return aligned;
 }
 
 int LinuxOs::unmap(void* addr, int64_t size) {
-  return ::munmap(addr, static_cast<size_t>(size)) == 0 ? 0 : errno;
+  return ::munmap(addr, static_cast<size_t>(reserved_size(size))) == 0 ? 0 : errno;
 }
 
 void* LinuxOs::resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
                               int* err) {
   char* const base = static_cast<char*>(addr);
+  const int64_t old_span = reserved_size(old_size);
+  const int64_t new_span = reserved_size(new_size);
   if (new_size <= old_size) {
-    if (new_size < old_size &&
-        ::munmap(base + new_size, static_cast<size_t>(old_size - new_size)) != 0) {
-      *err = errno;
+    // In place: the pages past the new size go back, what lies between it and the new
+    // span stays reserved, and the address space past the span goes (or, should that
+    // munmap fail, stays reserved for good: address space, not memory).
+    const int64_t kept_end = old_size < new_span ? old_size : new_span;
+    if (kept_end > new_size &&
+        (*err = map_over(base + new_size, kept_end - new_size, PROT_NONE)) != 0) {
       return nullptr;
     }
+    if (new_span < old_span) ::munmap(base + new_span, static_cast<size_t>(old_span - new_span));
     return addr;
   }
-  // In place when the address space right after it is free.
-  void* p = ::mremap(addr, static_cast<size_t>(old_size), static_cast<size_t>(new_size), 0);
-  if (p != MAP_FAILED) return p;
-  // Elsewhere: reserve an aligned window and move the pages into it (page tables only,
-  // no copy), then trim the window's ends.
-  const int64_t window = new_size + align;
-  char* w = static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), PROT_NONE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-  if (w == MAP_FAILED) {
-    *err = errno;
+  int64_t span = old_span;  // the reservation's end
+  if (new_span > old_span) {
+    // Extend the reservation when the address space right after it is free.
+    char* const end = base + old_span;
+    const size_t more = static_cast<size_t>(new_span - old_span);
+    void* p = ::mmap(end, more, PROT_NONE, ANON | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == end) {
+      span = new_span;
+    } else if (p != MAP_FAILED) {
+      ::munmap(p, more);  // an older kernel took the address as a hint
+    }
+  }
+  if (span >= new_size) {
+    // mmap over the reserved pages, never munmap and mremap: the range would stand
+    // unmapped in between, and another thread's mmap may land there.
+    if ((*err = map_over(base + old_size, new_size - old_size, RW)) == 0) return addr;
+    if (span > old_span) ::munmap(base + old_span, static_cast<size_t>(span - old_span));
     return nullptr;
   }
-  const uintptr_t start = reinterpret_cast<uintptr_t>(w);
-  char* const to = reinterpret_cast<char*>((start + static_cast<uintptr_t>(align) - 1) &
-                                           ~(static_cast<uintptr_t>(align) - 1));
-  p = ::mremap(addr, static_cast<size_t>(old_size), static_cast<size_t>(new_size),
-               MREMAP_MAYMOVE | MREMAP_FIXED, to);
-  if (p == MAP_FAILED) {
-    *err = errno;
-    ::munmap(w, static_cast<size_t>(window));
+  // Elsewhere: reserve an aligned span, map the grown part in it, and move the pages in
+  // (page tables only, no copy); the old reservation goes.
+  char* const to = reserve_aligned(new_span, align, err);
+  if (to == nullptr) return nullptr;
+  if ((*err = map_over(to + old_size, new_size - old_size, RW)) != 0) {
+    ::munmap(to, static_cast<size_t>(new_span));
     return nullptr;
   }
-  const int64_t head = to - w;
-  const int64_t tail = window - head - new_size;
-  if (head > 0) ::munmap(w, static_cast<size_t>(head));
-  if (tail > 0) ::munmap(to + new_size, static_cast<size_t>(tail));
-  return p;
+  const size_t old_bytes = static_cast<size_t>(old_size);
+  if (::mremap(addr, old_bytes, old_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED) {
+    if (span > old_size) ::munmap(base + old_size, static_cast<size_t>(span - old_size));
+    return to;
+  }
+  *err = errno;
+  // EFAULT: more than one VMA (grown in place after a move), which kernels before 6.17
+  // move only piece by piece, having unmapped [to, to + old_size) first. Taken back
+  // before the pieces go there; if another thread's mmap got in first, that range is
+  // not ours to touch.
+  if (*err == EFAULT) {
+    void* back = ::mmap(to, old_bytes, PROT_NONE, ANON | MAP_FIXED_NOREPLACE, -1, 0);
+    if (back != to) {
+      if (back != MAP_FAILED) ::munmap(back, old_bytes);
+      ::munmap(to + old_size, static_cast<size_t>(new_span - old_size));
+      return nullptr;
+    }
+    if ((*err = move_by_units(base, to, old_size, align)) == 0) {
+      ::munmap(base, static_cast<size_t>(span));
+      return to;
+    }
+  }
+  ::munmap(to, static_cast<size_t>(new_span));
+  return nullptr;
 }
 
 int LinuxOs::release_pages(void* addr, int64_t size) {
