@@ -185,8 +185,10 @@ TEST(DumpLiveTest, ReadsChangesAndReleasesALiveProcess) {
   EXPECT_NE(out.find("[CHUNK_MGR] 20 MB_CACHE:"), std::string::npos);
   EXPECT_NE(out.find("[OPTIONS] memory_chunk_cache_size=2097152"), std::string::npos) << out;
   EXPECT_NE(out.find(" free_resident="), std::string::npos) << out;
+  EXPECT_NE(out.find(" warm_slabs="), std::string::npos) << out;  // each ctx's spans line
   EXPECT_EQ(tool("--json " + std::to_string(c.pid), &out), 0) << out;
   EXPECT_EQ(out.rfind("{\"version\":\"1\"", 0), 0u) << out;
+  EXPECT_NE(out.find("\"warm_slabs\":"), std::string::npos) << out;
   EXPECT_EQ(tool("--watch " + std::to_string(c.pid) + " 0.1 2", &out), 0) << out;
   EXPECT_NE(out.find("maps/s"), std::string::npos) << out;
   EXPECT_EQ(tool("--set span_idle_ms=250 " + std::to_string(c.pid), &out), 0) << out;
