@@ -53,7 +53,9 @@ class LinuxOsResizeTest : public ::testing::Test {
     int err = 0;
     char* q = static_cast<char*>(os_.resize_aligned(p, from, to, ACHUNK_ALIGN, &err));
     EXPECT_NE(q, nullptr) << std::strerror(err);
-    if (q != nullptr) EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % ACHUNK_ALIGN, 0u);
+    if (q != nullptr) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % ACHUNK_ALIGN, 0u);
+    }
     return q;
   }
 
