@@ -90,12 +90,12 @@ int map_over(char* addr, int64_t size, int prot) {
              : 0;
 }
 
-// A PROT_NONE window of `span` + `align` bytes; *at is its first `align`-aligned address,
-// and the window's ends outside [*at, *at + span) are unmapped. nullptr and errno on failure.
-char* reserve_aligned(int64_t span, int64_t align, int* err) {
+// `span` bytes mapped with `prot` at an `align`-aligned address: a window `align` bytes
+// larger, its ends trimmed (two extra munmaps, never a hole inside). nullptr and errno
+// on failure.
+char* map_window_aligned(int64_t span, int64_t align, int prot, int* err) {
   const int64_t window = span + align;
-  char* w =
-      static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), PROT_NONE, ANON, -1, 0));
+  char* w = static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), prot, ANON, -1, 0));
   if (w == MAP_FAILED) {
     *err = errno;
     return nullptr;
@@ -106,6 +106,19 @@ char* reserve_aligned(int64_t span, int64_t align, int* err) {
   if (head > 0) ::munmap(w, static_cast<size_t>(head));
   if (tail > 0) ::munmap(at + span, static_cast<size_t>(tail));
   return at;
+}
+
+// Reserves [at, at+size) (PROT_NONE) if nothing is mapped there: whether it did. A kernel
+// before 4.17 takes MAP_FIXED_NOREPLACE as a hint and may map elsewhere: undone.
+bool reserve_at(char* at, int64_t size) {
+  void* p = ::mmap(at, static_cast<size_t>(size), PROT_NONE, ANON | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p != MAP_FAILED && p != at) ::munmap(p, static_cast<size_t>(size));
+  return p == at;
+}
+
+// Address space to map into or move pages to: `span` bytes, PROT_NONE, `align`-aligned.
+char* reserve_aligned(int64_t span, int64_t align, int* err) {
+  return map_window_aligned(span, align, PROT_NONE, err);
 }
 
 // Moves [from, from+size) onto `to` (address space of the caller's) by pieces of `unit`
@@ -146,21 +159,9 @@ void* LinuxOs::map_aligned(int64_t size, int64_t align, int* err) {
     return nullptr;
   }
   if ((reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0) return p;
-  // The kernel gave an unaligned address: map a larger window and trim both ends, which
-  // costs two extra munmaps but never leaves a hole in the middle of a mapping.
+  // The kernel gave an unaligned address: map an aligned window instead.
   ::munmap(p, static_cast<size_t>(size));
-  const int64_t window = size + align;
-  char* w = static_cast<char*>(::mmap(nullptr, static_cast<size_t>(window), RW, ANON, -1, 0));
-  if (w == MAP_FAILED) {
-    *err = errno;
-    return nullptr;
-  }
-  char* const aligned = align_up(w, align);
-  const int64_t head = aligned - w;
-  const int64_t tail = window - head - size;
-  if (head > 0) ::munmap(w, static_cast<size_t>(head));
-  if (tail > 0) ::munmap(aligned + size, static_cast<size_t>(tail));
-  return aligned;
+  return map_window_aligned(size, align, RW, err);
 }
 
 int LinuxOs::unmap(void* addr, int64_t size) {
@@ -187,14 +188,7 @@ void* LinuxOs::resize_aligned(void* addr, int64_t old_size, int64_t new_size, in
   int64_t span = old_span;  // the reservation's end
   if (new_span > old_span) {
     // Extend the reservation when the address space right after it is free.
-    char* const end = base + old_span;
-    const size_t more = static_cast<size_t>(new_span - old_span);
-    void* p = ::mmap(end, more, PROT_NONE, ANON | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p == end) {
-      span = new_span;
-    } else if (p != MAP_FAILED) {
-      ::munmap(p, more);  // an older kernel took the address as a hint
-    }
+    if (reserve_at(base + old_span, new_span - old_span)) span = new_span;
   }
   if (span >= new_size) {
     // mmap over the reserved pages, never munmap and mremap: the range would stand
@@ -222,9 +216,7 @@ void* LinuxOs::resize_aligned(void* addr, int64_t old_size, int64_t new_size, in
   // before the pieces go there; if another thread's mmap got in first, that range is
   // not ours to touch.
   if (*err == EFAULT) {
-    void* back = ::mmap(to, old_bytes, PROT_NONE, ANON | MAP_FIXED_NOREPLACE, -1, 0);
-    if (back != to) {
-      if (back != MAP_FAILED) ::munmap(back, old_bytes);
+    if (!reserve_at(to, old_size)) {
       ::munmap(to + old_size, static_cast<size_t>(new_span - old_size));
       return nullptr;
     }
