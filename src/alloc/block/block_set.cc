@@ -267,30 +267,6 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_alig
   return block;
 }
 
-ABlock* BlockSet::pick_pair(int k, int* lead) {
-  // A few of each list: a span is taken once per slab, but a long list of odd heads must
-  // not make it O(free spans).
-  constexpr int PROBE = 4;
-  for (int len = k; len > 0; len = find_free(len + 1)) {
-    int seen = 0;
-    for (ABlock* b = free_lists_[len]; b != nullptr && seen < PROBE; b = b->next_, ++seen) {
-      if ((block_index(b) & 1) == 0) {
-        *lead = 0;  // its front
-        return b;
-      }
-      if ((len & 1) != 0) {
-        *lead = len - 2;  // an odd head and an odd length: its back starts even
-        return b;
-      }
-    }
-    // Past the exact fit only when every exact fit probed starts odd: a longer span then
-    // gives an even start without a piece left over, and the odd pairs stay for later.
-    if (len != 2) break;
-  }
-  *lead = 0;
-  return free_lists_[k];
-}
-
 ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
@@ -302,22 +278,11 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
     k = MAX_SPAN;
   }
   ABlock* block = free_lists_[k];
-  int lead = 0;  // blocks of the free span left free before the span taken
-  if (n == 2) {
-    block = pick_pair(k, &lead);
-    k = block->nblocks_;
-  }
   remove_free(block);
   if (zeroed != nullptr) *zeroed = free_span(block)->washed;
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
-  if (lead > 0) {
-    // The span is the free span's back (lead == k - n): its front stays free, as clean as
-    // it was, and keeps its head.
-    block->nblocks_ = lead;
-    insert_free(block);
-    block = start_span(chunk, block_index(block) + lead, n);
-  } else if (k > n) {
+  if (k > n) {
     // Split: the tail becomes a free span of its own.
     const FreeSpan state = *free_span(block);  // the tail's pages are as clean as they were
     ABlock* rest = start_span(chunk, block_index(block) + n, k - n);

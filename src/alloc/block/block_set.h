@@ -150,11 +150,6 @@ class BlockSet {
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
-  // For a 2-block span from the free lists of length k and up: a free span where it can
-  // start at an even block without leaving a piece (see object_span_fast), and in *lead
-  // the blocks to leave free before it (0: its front, else its back); the best fit's first
-  // span, at its front, when none of those probed can.
-  ABlock* pick_pair(int k, int* lead);
   // Washes the free spans not washed yet that became free at or before `cutoff_us`.
   int64_t wash_spans_freed_by(int64_t cutoff_us);
   // Free-span state, kept in the head's owner area while the span is free.

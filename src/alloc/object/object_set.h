@@ -412,21 +412,6 @@ __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
       ABLOCK_SIZE;
   if (at >= static_cast<uint64_t>(BLOCKS_PER_CHUNK)) return nullptr;
   ABlock* blocks = chunk_block(chunk, 0);
-  // A 2-block span (a slab up to 1 KiB slots) starts at an even block whenever BlockSet
-  // can place it so (BlockSet::pick_pair). Its head is then at (at & ~1), and an in-use
-  // head of 2 blocks there covers `at` whichever half it is in: no read of blocks[at],
-  // another line and a load the head's depends on. Only a head in use holds that magic
-  // (heads that stop being heads are cleared), so this is the span the general lookup
-  // below would find, and every other case goes on to it.
-  {
-    ABlock* pair = blocks + (at & ~uint64_t{1});
-    uint64_t word;  // magic_ and nblocks_ in one load
-    static_assert(offsetof(ABlock, nblocks_) == offsetof(ABlock, magic_) + 4);
-    __builtin_memcpy(&word, &pair->magic_, sizeof(word));
-    constexpr uint64_t PAIR_IN_USE =
-        (uint64_t{2} << 32) | (ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE);
-    if (word == PAIR_IN_USE) return pair;
-  }
   // BlockSet::span_head, inlined: a non-head block of an in-use span holds minus its
   // distance to the head. Without a branch: a random object is as often in a span's
   // head block as not, and the load may miss.

@@ -63,9 +63,7 @@ TEST_F(BlockSetResizeTest, ASpanGrowsInPlaceIntoTheFreeSpanAfterIt) {
 
 TEST_F(BlockSetResizeTest, ASpanGrowsBackIntoTheWholeFreeSpanBeforeIt) {
   BlockSet set(source_);
-  // Even lengths before a 2-block span: it then starts right after them (an odd start
-  // would put it at the chunk's back, see BlockSet::pick_pair).
-  ABlock* before = set.alloc_block(4 * ABLOCK_SIZE);
+  ABlock* before = set.alloc_block(3 * ABLOCK_SIZE);
   ABlock* a = set.alloc_block(2 * ABLOCK_SIZE);
   ABlock* after = set.alloc_block(ABLOCK_SIZE);
   std::memcpy(a->owner_area_, "owner state", 12);
@@ -74,15 +72,15 @@ TEST_F(BlockSetResizeTest, ASpanGrowsBackIntoTheWholeFreeSpanBeforeIt) {
   // Nothing free before it: nothing changes.
   EXPECT_EQ(set.grow_block_back(a, 4 * ABLOCK_SIZE), nullptr);
   EXPECT_EQ(a->nblocks_, 2);
-  set.free_block(before);                                       // a free span of 4 right before a
-  EXPECT_EQ(set.grow_block_back(a, 7 * ABLOCK_SIZE), nullptr);  // 6 blocks in all: short
+  set.free_block(before);                                       // a free span of 3 right before a
+  EXPECT_EQ(set.grow_block_back(a, 6 * ABLOCK_SIZE), nullptr);  // 5 blocks in all: short
   expect_span(a, 2);
   const int64_t used = set.used();
-  ABlock* head = set.grow_block_back(a, 5 * ABLOCK_SIZE - 100);
-  ASSERT_EQ(head, before);  // the free span's head, whole: 4 + 2 blocks
-  expect_span(head, 6);
+  ABlock* head = set.grow_block_back(a, 4 * ABLOCK_SIZE - 100);
+  ASSERT_EQ(head, before);  // the free span's head, whole: 3 + 2 blocks
+  expect_span(head, 5);
   EXPECT_EQ(std::memcmp(head->owner_area_, "owner state", 12), 0);
-  EXPECT_EQ(set.used(), used + 4 * ABLOCK_SIZE);
+  EXPECT_EQ(set.used(), used + 3 * ABLOCK_SIZE);
   EXPECT_EQ(old_data[5], 42);  // the caller moves its bytes: nothing moved them
   EXPECT_TRUE(set.dirty_list_consistent());
   free_all(set, {head, after});
@@ -125,22 +123,22 @@ TEST_F(BlockSetResizeTest, AChunksFirstSpanAndADedicatedChunkDoNotGrowBack) {
 
 TEST_F(BlockSetResizeTest, ShrinkingFreesTheTailWhichJoinsTheFreeSpanAfter) {
   BlockSet set(source_);
-  ABlock* a = set.alloc_block(4 * ABLOCK_SIZE);  // even: b starts right after it
+  ABlock* a = set.alloc_block(5 * ABLOCK_SIZE);
   ABlock* b = set.alloc_block(2 * ABLOCK_SIZE);
   ABlock* c = set.alloc_block(ABLOCK_SIZE);
   set.free_block(b);
   const int64_t used = set.used();
   set.shrink_block(a, 2 * ABLOCK_SIZE + 1);  // keeps 3 blocks
   expect_span(a, 3);
-  EXPECT_EQ(set.used(), used - ABLOCK_SIZE);
+  EXPECT_EQ(set.used(), used - 2 * ABLOCK_SIZE);
   EXPECT_TRUE(set.dirty_list_consistent());
-  // The trimmed block and b's 2 are one free span of 3, right after a.
-  ABlock* three = set.alloc_block(3 * ABLOCK_SIZE);
-  EXPECT_EQ(block_index(three), block_index(a) + 3);
-  EXPECT_EQ(block_index(c), block_index(three) + 3);
-  set.shrink_block(three, 3 * ABLOCK_SIZE);  // already that small: nothing changes
-  expect_span(three, 3);
-  free_all(set, {a, three, c});
+  // The 2 trimmed blocks and b's 2 are one free span of 4, right after a.
+  ABlock* four = set.alloc_block(4 * ABLOCK_SIZE);
+  EXPECT_EQ(block_index(four), block_index(a) + 3);
+  EXPECT_EQ(block_index(c), block_index(four) + 4);
+  set.shrink_block(four, 4 * ABLOCK_SIZE);  // already that small: nothing changes
+  expect_span(four, 4);
+  free_all(set, {a, four, c});
 }
 
 TEST_F(BlockSetResizeTest, ADedicatedChunkIsResizedThroughTheSourceAndStaysOnTheList) {

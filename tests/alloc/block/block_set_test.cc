@@ -68,50 +68,6 @@ TEST_F(BlockSetTest, BestFitByLength) {
   EXPECT_EQ(set.chunk_count(), 0);
 }
 
-// A 2-block span starts at an even block when a free span allows it without leaving a
-// piece: at its front when its head is even, at its back when its head and length are
-// odd (object_span_fast finds such a span's head at (at & ~1)).
-TEST_F(BlockSetTest, TwoBlockSpansStartAtEvenBlocks) {
-  BlockSet set(source_);
-  ABlock* one = set.alloc_block(ABLOCK_SIZE);
-  EXPECT_EQ(block_index(one), 0);
-  ABlock* pair = set.alloc_block(2 * ABLOCK_SIZE);  // free: [1, 254), odd head and length
-  EXPECT_EQ(block_index(pair), BLOCKS_PER_CHUNK - 2);
-  char* data = static_cast<char*>(block_data(pair));
-  EXPECT_EQ(BlockSet::ptr2block(data + 16), pair);
-  EXPECT_EQ(BlockSet::ptr2block(data + ABLOCK_SIZE + 16), pair);
-  ABlock* three = set.alloc_block(3 * ABLOCK_SIZE);  // other lengths: the front, as before
-  EXPECT_EQ(block_index(three), 1);
-  ABlock* pair2 = set.alloc_block(2 * ABLOCK_SIZE);  // free: [4, 252), an even head
-  EXPECT_EQ(block_index(pair2), 4);
-  ABlock* rest = set.alloc_block((BLOCKS_PER_CHUNK - 8) * ABLOCK_SIZE);  // [6, 252): full
-  EXPECT_EQ(block_index(rest), 6);
-  set.free_block(three);
-  set.free_block(pair2);  // joins: [1, 6), odd head and length: its back
-  ABlock* pair3 = set.alloc_block(2 * ABLOCK_SIZE);
-  EXPECT_EQ(block_index(pair3), 4);
-  ABlock* two = set.alloc_block(2 * ABLOCK_SIZE);  // [1, 4): odd again, its back
-  EXPECT_EQ(block_index(two), 2);
-  ABlock* last = set.alloc_block(ABLOCK_SIZE);
-  EXPECT_EQ(block_index(last), 1);
-  set.free_block(two);
-  set.free_block(pair3);
-  set.free_block(last);                             // [1, 6) again
-  ABlock* four = set.alloc_block(4 * ABLOCK_SIZE);  // [1, 5)
-  ABlock* five = set.alloc_block(ABLOCK_SIZE);      // 5: full
-  EXPECT_EQ(block_index(four), 1);
-  EXPECT_EQ(block_index(five), 5);
-  set.free_block(four);  // [1, 5): an odd head, an even length, the only free span
-  ABlock* odd = set.alloc_block(2 * ABLOCK_SIZE);
-  EXPECT_EQ(block_index(odd), 1);  // nothing better: its front, as before
-  data = static_cast<char*>(block_data(odd));
-  EXPECT_EQ(BlockSet::ptr2block(data + 16), odd);
-  EXPECT_EQ(BlockSet::ptr2block(data + ABLOCK_SIZE + 16), odd);
-  EXPECT_TRUE(set.dirty_list_consistent());
-  for (ABlock* s : {one, pair, rest, five, odd}) set.free_block(s);
-  EXPECT_EQ(set.chunk_count(), 0);
-}
-
 TEST_F(BlockSetTest, CoalescingRebuildsTheWholeChunk) {
   BlockSet set(source_);
   ABlock* keep = set.alloc_block(ABLOCK_SIZE);

@@ -148,46 +148,6 @@ TEST_F(ObjectSetTest, TheFastFreeRefusesWhatIsNotAnObject) {
   EXPECT_EQ(set.hold(), 0);
 }
 
-// object_span_fast's guess at (at & ~1) for 2-block spans: both halves of a pair at an
-// even block, the general lookup for one at an odd block and for longer spans, and
-// nothing for free spans, stale heads and the header area.
-TEST_F(ObjectSetTest, TheFastLookupFindsEvenAndOddPairsAndNothingElse) {
-  int owner = 0;
-  BlockSet set(source_, &owner, BlockSet::OWNER_OBJECT_SET);
-  ABlock* one = set.alloc_block(ABLOCK_SIZE);                            // 0
-  ABlock* even = set.alloc_block(2 * ABLOCK_SIZE);                       // 252 (the back)
-  ABlock* four = set.alloc_block(4 * ABLOCK_SIZE);                       // [1, 5)
-  ABlock* rest = set.alloc_block((BLOCKS_PER_CHUNK - 7) * ABLOCK_SIZE);  // [5, 252)
-  set.free_block(four);  // [1, 5): an odd head, an even length, the only free span
-  ABlock* odd = set.alloc_block(2 * ABLOCK_SIZE);
-  ASSERT_EQ(block_index(even), BLOCKS_PER_CHUNK - 2);
-  ASSERT_EQ(block_index(odd), 1);
-  ASSERT_EQ(block_index(rest), 5);
-  // A user pointer whose header is `off` bytes into block `i` of the chunk's data.
-  char* base = static_cast<char*>(AChunk::ptr2chunk(one)->data());
-  auto user = [&](int i, int64_t off) {
-    return static_cast<void*>(base + i * ABLOCK_SIZE + off + AOBJECT_HEADER_SIZE);
-  };
-  for (int64_t off : {int64_t{8}, ABLOCK_SIZE - 24}) {
-    EXPECT_EQ(object_span_fast(user(0, off)), one);
-    EXPECT_EQ(object_span_fast(user(1, off)), odd);
-    EXPECT_EQ(object_span_fast(user(2, off)), odd);      // (2 & ~1) == 2: odd's second block
-    EXPECT_EQ(object_span_fast(user(3, off)), nullptr);  // free
-    EXPECT_EQ(object_span_fast(user(4, off)), nullptr);
-    for (int i : {5, 6, 7, 100, 251}) EXPECT_EQ(object_span_fast(user(i, off)), rest) << i;
-    EXPECT_EQ(object_span_fast(user(252, off)), even);
-    EXPECT_EQ(object_span_fast(user(253, off)), even);
-  }
-  set.free_block(even);  // a free head of 2 at an even block, and a stale distance after it
-  EXPECT_EQ(object_span_fast(user(252, 8)), nullptr);
-  EXPECT_EQ(object_span_fast(user(253, 8)), nullptr);
-  ABlock* again = set.alloc_block(2 * ABLOCK_SIZE);  // the same place, in use again
-  EXPECT_EQ(again, even);
-  EXPECT_EQ(object_span_fast(user(253, 8)), again);
-  for (ABlock* s : {one, odd, rest, again}) set.free_block(s);
-  EXPECT_EQ(set.chunk_count(), 0);
-}
-
 // Another thread's free is checked and pushed onto the slab's remote list by the fast
 // path too: the full path would look the span up a second time.
 TEST_F(ObjectSetTest, TheFastFreeTakesOtherThreadsObjects) {
