@@ -82,7 +82,11 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
     return map_new_chunk(size, aligned, hold, HUGE_SLOT, head_align - ACHUNK_ALIGN);
   }
   const int idx = slot_index(aligned, thread_way());
-  if (above_normal(idx)) slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
+  if (above_normal(idx)) {
+    const int64_t n = large_requests_.fetch_add(1, std::memory_order_relaxed) + 1;
+    slots_[idx].asked_at_.store(n, std::memory_order_relaxed);
+    slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
+  }
   int from = idx;
   AChunk* cached = idx == HUGE_SLOT ? nullptr : pop_chunk_with_size(idx);
   // Best fit: a large or huge request may take a bigger cached chunk as it is (the tail's
@@ -126,16 +130,18 @@ AChunk* AChunkMgr::pop_huge(int64_t min_bytes, int64_t max_bytes, bool largest,
 }
 
 AChunk* AChunkMgr::pop_nearest_large(int idx, int64_t aligned, int* from) {
-  // For a large request, only a chunk idle for RESIZE_MIN_IDLE_US, or any chunk of a size
-  // nobody asked for in RESIZE_UNASKED_US: a size the workload still asks for is reused
-  // as it is, never converted back and forth (each conversion faults pages in), while
-  // the sizes a drifting mix left behind serve the new ones at once. A huge request has
-  // no size of its own in the cache: any will do.
+  // For a large request, only a chunk idle for RESIZE_MIN_IDLE_US, or any chunk of an
+  // unasked size (see RESIZE_UNASKED_REQUESTS): a size the workload still asks for is
+  // reused as it is, never converted back and forth (each conversion faults pages in),
+  // while the sizes a drifting mix left behind serve the new ones at once. A huge request
+  // has no size of its own in the cache: any will do.
   const int64_t now = clock_.now_us();
+  const int64_t asks = large_requests_.load(std::memory_order_relaxed);
   auto min_age = [&](int i) {
     const bool unasked =
         idx == HUGE_SLOT ||
-        now - slots_[i].asked_us_.load(std::memory_order_relaxed) >= RESIZE_UNASKED_US;
+        (asks - slots_[i].asked_at_.load(std::memory_order_relaxed) >= RESIZE_UNASKED_REQUESTS &&
+         now - slots_[i].asked_us_.load(std::memory_order_relaxed) >= RESIZE_UNASKED_US);
     return unasked ? 0 : RESIZE_MIN_IDLE_US;
   };
   auto pop_idle = [&](int i) {

@@ -45,10 +45,13 @@ class AChunkMgr {
   // Cached chunks per slot whose resident pages get_stats measures (the rest count whole).
   static constexpr int RESIDENT_SAMPLE = 64;
   // A cached large chunk is resized for a request of another size only once it has been
-  // idle this long, or once nobody has asked for its size for RESIZE_UNASKED_US (see
-  // pop_nearest_large).
+  // idle this long, or once its size is unasked: neither the last RESIZE_UNASKED_REQUESTS
+  // large or huge requests nor the last RESIZE_UNASKED_US asked for it (see
+  // pop_nearest_large). Requests follow a drifting mix at its own pace; the time keeps a
+  // fast loop over many sizes from converting a chunk at every miss.
   static constexpr int64_t RESIZE_MIN_IDLE_US = 100'000;
-  static constexpr int64_t RESIZE_UNASKED_US = 10'000;
+  static constexpr int64_t RESIZE_UNASKED_REQUESTS = 4;
+  static constexpr int64_t RESIZE_UNASKED_US = 500;
 
   AChunkMgr(Os& os, const Clock& clock);
   // Unmaps every cached chunk. Chunks still handed out are the caller's leak.
@@ -160,7 +163,9 @@ class AChunkMgr {
     // Reuse pops the cache then had to unmap (the hold could not be reconciled); a hit
     // is a reuse pop that is not one of these.
     std::atomic<int64_t> failed_reuses_{0};
-    // When a request last asked for this large size (0: never).
+    // large_requests_, and the time, when a request last asked for this large size (0:
+    // never).
+    std::atomic<int64_t> asked_at_{0};
     std::atomic<int64_t> asked_us_{0};
   };
 
@@ -214,6 +219,7 @@ class AChunkMgr {
   std::atomic<int64_t> live_resizes_{0};  // chunks handed out resized (resize_chunk)
   std::atomic<int64_t> slack_trims_{0};   // kept tails unmapped (trim_chunk)
   std::atomic<int64_t> live_huge_{0};
+  std::atomic<int64_t> large_requests_{0};  // large and huge requests so far
   Slot slots_[SLOT_COUNT];
 
   alignas(64) std::atomic<int64_t> limit_{INT64_MAX};

@@ -232,17 +232,52 @@ TEST_F(AChunkMgrTest, AChunkOfASizeStillAskedForIsResizedOnlyOnceIdleForLong) {
 }
 
 TEST_F(AChunkMgrTest, AChunkOfASizeNobodyAsksForAnyMoreServesAnotherSizeAtOnce) {
-  // A drifting mix: 4 MiB was last asked for a while ago; the chunk freed just now is
-  // resized for the new size rather than a new mapping faulted in beside it.
+  // A drifting mix: the last requests asked for 8 MiB, not 4 any more. The 4 MiB chunk,
+  // freed just now, is resized for the new size rather than a new mapping faulted in
+  // beside it.
   AChunk* four = alloc_mb(4);
-  clock_.advance_us(AChunkMgr::RESIZE_UNASKED_US);
+  for (int i = 0; i < AChunkMgr::RESIZE_UNASKED_REQUESTS - 1; ++i) {
+    clock_.advance_us(AChunkMgr::RESIZE_UNASKED_US);
+    mgr_.free_chunk(alloc_mb(8));
+  }
   mgr_.free_chunk(four);
+  EXPECT_EQ(os_.map_calls(), 2);
   AChunk* twelve = alloc_mb(12);
-  EXPECT_EQ(os_.map_calls(), 1);
+  EXPECT_EQ(os_.map_calls(), 2);
   EXPECT_EQ(os_.resize_calls(), 1);
   EXPECT_EQ(twelve->aligned(), 12 * MB);
+  // The 8 MiB chunk, asked for a request ago, stays as it is.
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::NORMAL_ACHUNK_NWAY + 2), 1);
   mgr_.free_chunk(twelve);
   EXPECT_EQ(mgr_.get_stats(false).cache_resizes, 1);
+  expect_consistent();
+}
+
+TEST_F(AChunkMgrTest, AFastLoopOverManySizesKeepsAChunkOfEach) {
+  // Requests far apart in count but not in time (a loop calloc'ing buffers of many sizes):
+  // no size is unasked, so none is converted while the loop runs.
+  const int sizes[] = {4, 6, 8, 10, 12, 14};
+  for (int mb : sizes) mgr_.free_chunk(alloc_mb(mb));
+  const int64_t maps = os_.map_calls();
+  for (int round = 0; round < 3; ++round) {
+    for (int mb : sizes) {
+      clock_.advance_us(AChunkMgr::RESIZE_UNASKED_US / 20);
+      mgr_.free_chunk(alloc_mb(mb));
+    }
+  }
+  // A size none of the last requests asked for, within RESIZE_UNASKED_US: a new mapping.
+  mgr_.free_chunk(alloc_mb(18));
+  EXPECT_EQ(os_.map_calls(), maps + 1);
+  EXPECT_EQ(os_.resize_calls(), 0);
+  // Once RESIZE_UNASKED_US has passed too, the next miss converts the biggest smaller chunk
+  // of an unasked size: 10 MiB (18, 14 and 12 MiB were among the last requests).
+  clock_.advance_us(AChunkMgr::RESIZE_UNASKED_US);
+  AChunk* twenty = alloc_mb(20);
+  EXPECT_EQ(os_.map_calls(), maps + 1);
+  EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::NORMAL_ACHUNK_NWAY + 3), 0);
+  EXPECT_EQ(mgr_.cached_count(AChunkMgr::NORMAL_ACHUNK_NWAY + 4), 1);
+  mgr_.free_chunk(twenty);
   expect_consistent();
 }
 
