@@ -119,7 +119,23 @@ class FakeOs final : public Os {
     ++resident_calls_;
     return resident_per_range_ < 0 || resident_per_range_ > size ? size : resident_per_range_;
   }
-  // Runs at the start of every resident_bytes call (set it before other threads run).
+  // Every n-th page of the range in RAM (set_resident_every; default: every page).
+  int64_t resident_pages(void*, int64_t size, unsigned char* vec) override {
+    if (on_resident_) on_resident_();
+    std::lock_guard<std::mutex> g(mu_);
+    ++page_probes_;
+    for (int64_t i = 0; i < (size + PAGE - 1) / PAGE; ++i) {
+      vec[i] = static_cast<unsigned char>(i % resident_every_ == 0);
+    }
+    return PAGE;
+  }
+  void set_resident_every(int64_t n) {
+    std::lock_guard<std::mutex> g(mu_);
+    resident_every_ = n;
+  }
+  int64_t page_probes() const { return locked(page_probes_); }
+  // Runs at the start of every resident_bytes and resident_pages call (set it before
+  // other threads run).
   void set_resident_hook(std::function<void()> hook) { on_resident_ = std::move(hook); }
   // Runs at the start of every resize_aligned call (set it before other threads run).
   void set_resize_hook(std::function<void()> hook) { on_resize_ = std::move(hook); }
@@ -270,6 +286,9 @@ class FakeOs final : public Os {
   int64_t released_bytes_ = 0;
   int64_t resident_per_range_ = -1;
   int64_t resident_calls_ = 0;
+  int64_t resident_every_ = 1;
+  int64_t page_probes_ = 0;
+  static constexpr int64_t PAGE = 4096;
   int64_t bad_unmaps_ = 0;
   int64_t mapped_bytes_ = 0;
 };

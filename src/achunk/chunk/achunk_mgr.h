@@ -100,6 +100,9 @@ class AChunkMgr {
   bool process_barrier_available() { return os_.process_barrier_available(); }
   // Bytes of [addr, addr+size) resident now, -1 when unknown (for dumps: a syscall).
   int64_t resident_bytes(void* addr, int64_t size) { return os_.resident_bytes(addr, size); }
+  int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) {
+    return os_.resident_pages(addr, size, vec);
+  }
 
   // 0 means no limit. Lowering it below hold() flushes cached chunks, largest first.
   void set_memory_limit(int64_t bytes);

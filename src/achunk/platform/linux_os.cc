@@ -248,6 +248,11 @@ int64_t LinuxOs::resident_bytes(void* addr, int64_t size) {
   return resident;
 }
 
+int64_t LinuxOs::resident_pages(void* addr, int64_t size, unsigned char* vec) {
+  if (::mincore(addr, static_cast<size_t>(size), vec) != 0) return -1;
+  return ::sysconf(_SC_PAGESIZE);
+}
+
 OsMemoryInfo LinuxOs::memory_info() {
   OsMemoryInfo info;
   char buf[256];

@@ -16,6 +16,7 @@ class LinuxOs final : public Os {
                        int* err) override;
   int release_pages(void* addr, int64_t size) override;
   int64_t resident_bytes(void* addr, int64_t size) override;
+  int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) override;
   OsMemoryInfo memory_info() override;
   SharedRegion map_shared_region(const char* name, int64_t size, int* err) override;
   void unmap_shared_region(SharedRegion region, int64_t size) override;

@@ -40,6 +40,10 @@ class Os {
   // Bytes of [addr, addr+size) backed by physical pages right now (page-aligned `addr`),
   // or -1 when the OS cannot tell.
   virtual int64_t resident_bytes(void* addr, int64_t size) = 0;
+  // The same page by page, in one call: one byte per page of [addr, addr+size) into vec
+  // (size / page size bytes, rounded up), bit 0 set for a page in RAM. Returns the page
+  // size, or -1 when the OS cannot tell.
+  virtual int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) = 0;
 
   virtual OsMemoryInfo memory_info() = 0;
 

@@ -133,6 +133,10 @@ class BlockSet {
   // Calls f(ABlock*) for every span in use, chunk by chunk (for usage scans).
   template <typename F>
   void for_each_used_span(F f) const;
+  // Calls f(ABlock* head, int64_t bytes) for every span, free or in use, of one of the
+  // set's chunks (for usage scans).
+  template <typename F>
+  static void for_each_span_of(AChunk* chunk, F f);
 
  private:
   static constexpr int MAX_SPAN = BLOCKS_PER_CHUNK;
@@ -217,12 +221,19 @@ class BlockSet {
 template <typename F>
 void BlockSet::for_each_used_span(F f) const {
   for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) {
-    const BlockChunkMeta* meta = chunk_meta(chunk);
-    for (int w = 0; w < 4; ++w) {
-      for (uint64_t bits = meta->span_bits_[w]; bits != 0; bits &= bits - 1) {
-        ABlock* block = chunk_block(chunk, w * 64 + __builtin_ctzll(bits));
-        if (block->in_use()) f(block);
-      }
+    for_each_span_of(chunk, [&](ABlock* block, int64_t) {
+      if (block->in_use()) f(block);
+    });
+  }
+}
+
+template <typename F>
+void BlockSet::for_each_span_of(AChunk* chunk, F f) {
+  const BlockChunkMeta* meta = chunk_meta(chunk);
+  for (int w = 0; w < 4; ++w) {
+    for (uint64_t bits = meta->span_bits_[w]; bits != 0; bits &= bits - 1) {
+      ABlock* block = chunk_block(chunk, w * 64 + __builtin_ctzll(bits));
+      f(block, block->in_use() ? span_bytes(block) : block->nblocks_ * ABLOCK_SIZE);
     }
   }
 }

@@ -10,16 +10,11 @@ void measure_ctx_usage(AChunkMgr& chunk_mgr, ObTenantCtxAllocator& ta, CtxUsage*
   u->free_spans = ta.object_set().free_span_bytes(&u->washed);
   u->shards = ta.object_set().object_mgr().open_shards();
   ta.object_set().scan_spans(
-      &u->spans,
-      [](void* mgr, void* addr, int64_t len) {
-        return static_cast<AChunkMgr*>(mgr)->resident_bytes(addr, len);
+      &u->spans, &u->resident,
+      [](void* mgr, void* addr, int64_t len, unsigned char* vec) {
+        return static_cast<AChunkMgr*>(mgr)->resident_pages(addr, len, vec);
       },
       &chunk_mgr);
-  u->resident = 0;
-  ta.object_set().for_each_chunk([&](AChunk* chunk) {
-    const int64_t r = chunk_mgr.resident_bytes(chunk, chunk->aligned());
-    u->resident = r < 0 || u->resident < 0 ? -1 : u->resident + r;
-  });
   // Largest hold first; insertion sort, the list is short and this must not allocate.
   for (int i = 1; i < u->nlabels; ++i) {
     const LabelUsage key = u->labels[i];

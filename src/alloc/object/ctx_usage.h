@@ -29,7 +29,7 @@ struct CtxUsage {
 };
 
 // Fills *u for `ta`. Takes each shard's lock in turn; O(live objects + spans + chunks) of
-// `ta`, one residency probe (mincore) per span and per chunk.
+// `ta`, one residency probe (mincore) per 2 MiB of chunk, however many spans it holds.
 void measure_ctx_usage(AChunkMgr& chunk_mgr, ObTenantCtxAllocator& ta, CtxUsage* u);
 
 }  // namespace achunk

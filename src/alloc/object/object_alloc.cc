@@ -1,5 +1,6 @@
 // ObjectSet's object paths: alloc (small through the thread heap, big as its own span),
 // free from any thread, in-place resize, and the usage scan.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -273,40 +274,117 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   return n;
 }
 
-void ObjectSet::scan_spans(SpanUsage* u, ResidentFn resident, void* ctx) {
+namespace {
+
+// The pages of one piece of a chunk (at most RESIDENT_PROBE_BYTES) from one probe, for
+// the spans inside it to count without probing again.
+class PiecePages {
+ public:
+  PiecePages(ObjectSet::ResidentFn probe, void* ctx) : probe_(probe), ctx_(ctx) {}
+  // Probes [base, base + len); false when the OS cannot tell.
+  bool load(char* base, int64_t len) {
+    base_ = base;
+    end_ = base + len;
+    page_ = probe_(ctx_, base, len, vec_);
+    return page_ > 0 && page_ >= MIN_PAGE;
+  }
+  // The bytes in RAM of [addr, addr + len) clipped to the piece.
+  int64_t bytes(const char* addr, int64_t len) const {
+    const char* from = addr > base_ ? addr : base_;
+    const char* to = addr + len < end_ ? addr + len : end_;
+    int64_t pages = 0;
+    for (int64_t i = (from - base_) / page_; base_ + i * page_ < to; ++i) pages += vec_[i] & 1;
+    return pages * page_;
+  }
+
+ private:
+  static constexpr int64_t MIN_PAGE = 4096;
+  ObjectSet::ResidentFn probe_;
+  void* ctx_;
+  char* base_ = nullptr;
+  const char* end_ = nullptr;
+  int64_t page_ = 0;
+  unsigned char vec_[ObjectSet::RESIDENT_PROBE_BYTES / MIN_PAGE];
+};
+
+void add_to(int64_t* sum, int64_t bytes) {
+  *sum = bytes < 0 || *sum < 0 ? -1 : *sum + bytes;
+}
+
+}  // namespace
+
+void ObjectSet::scan_spans(SpanUsage* u, int64_t* resident, ResidentFn probe, void* ctx) {
   *u = SpanUsage{};
+  *resident = 0;
   u->spares_reclaimed = spares_reclaimed();
   u->warm_slabs = warm_bytes();
-  auto add_resident = [&](int64_t* sum, void* addr, int64_t len) {
-    const int64_t r = resident(ctx, addr, len);
-    *sum = r < 0 || *sum < 0 ? -1 : *sum + r;
+  PiecePages pages(probe, ctx);
+  // A span in use, by kind; `in_ram` its resident bytes (-1: unknown).
+  auto count_used = [&](ABlock* block, int64_t bytes, int64_t in_ram) {
+    const Slab* slab = slab_of(block);
+    if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) {
+      u->other += bytes;
+    } else if (slab->sc_ == Slab::BIG) {
+      u->big += bytes;
+      add_to(&u->big_resident, in_ram);
+    } else {
+      const int64_t slot = class_slot_size(slab->sc_);
+      char* user = slab_first_user(block, slab->sc_);
+      const int carved = slab->carved_.load(std::memory_order_acquire);
+      int64_t live = 0;
+      for (int i = 0; i < carved; ++i, user += slot) {
+        if (header_state(load_header(user)) == ObjectState::IN_USE) live += slot;
+      }
+      u->slabs += bytes;
+      u->slab_slots += carved * slot;
+      u->slab_live += live;
+      u->empty_slabs += live == 0 ? bytes : 0;
+      add_to(&u->slab_resident, in_ram);
+    }
   };
   mgr_.for_each([&](BlockSet& bs) {
-    bs.for_each_used_span([&](ABlock* block) {
-      const Slab* slab = slab_of(block);
-      const int64_t bytes = BlockSet::span_bytes(block);
-      if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) {
-        u->other += bytes;
-      } else if (slab->sc_ == Slab::BIG) {
-        u->big += bytes;
-        add_resident(&u->big_resident, block_data(block), bytes);
-      } else {
-        const int64_t slot = class_slot_size(slab->sc_);
-        char* user = slab_first_user(block, slab->sc_);
-        const int carved = slab->carved_.load(std::memory_order_acquire);
-        int64_t live = 0;
-        for (int i = 0; i < carved; ++i, user += slot) {
-          if (header_state(load_header(user)) == ObjectState::IN_USE) live += slot;
+    bs.for_each_chunk([&](AChunk* chunk) {
+      char* base = reinterpret_cast<char*>(chunk);
+      const int64_t mapped = chunk->aligned();
+      ABlock* head = chunk_block(chunk, 0);
+      if (head->dedicated()) {
+        // One span, the whole chunk, probed a piece at a time.
+        char* data = static_cast<char*>(block_data(head));
+        const int64_t bytes = BlockSet::span_bytes(head);
+        int64_t in_chunk = 0;
+        int64_t in_span = 0;
+        for (int64_t off = 0; off < mapped; off += RESIDENT_PROBE_BYTES) {
+          const int64_t len = std::min(mapped - off, RESIDENT_PROBE_BYTES);
+          if (!pages.load(base + off, len)) {
+            in_chunk = in_span = -1;
+            break;
+          }
+          in_chunk += pages.bytes(base + off, len);
+          in_span += pages.bytes(data, bytes);
         }
-        u->slabs += bytes;
-        u->slab_slots += carved * slot;
-        u->slab_live += live;
-        u->empty_slabs += live == 0 ? bytes : 0;
-        add_resident(&u->slab_resident, block_data(block), bytes);
+        add_to(resident, in_chunk);
+        if (head->in_use()) count_used(head, bytes, in_span);
+        return;
       }
-    });
-    bs.for_each_free_span([&](ABlock* block, int64_t bytes) {
-      add_resident(&u->free_resident, block_data(block), bytes);
+      // The header and every block in one probe; what lies past them (a mapping kept
+      // bigger) only counts for the chunk.
+      const bool known = pages.load(base, std::min(mapped, RESIDENT_PROBE_BYTES));
+      int64_t in_chunk = known ? pages.bytes(base, mapped) : -1;
+      BlockSet::for_each_span_of(chunk, [&](ABlock* block, int64_t bytes) {
+        const int64_t in_ram =
+            known ? pages.bytes(static_cast<char*>(block_data(block)), bytes) : -1;
+        if (block->in_use()) {
+          count_used(block, bytes, in_ram);
+        } else {
+          add_to(&u->free_resident, in_ram);
+        }
+      });
+      for (int64_t off = RESIDENT_PROBE_BYTES; off < mapped && in_chunk >= 0;
+           off += RESIDENT_PROBE_BYTES) {
+        const int64_t len = std::min(mapped - off, RESIDENT_PROBE_BYTES);
+        in_chunk = pages.load(base + off, len) ? in_chunk + pages.bytes(base + off, len) : -1;
+      }
+      add_to(resident, in_chunk);
     });
   });
 }

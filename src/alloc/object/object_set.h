@@ -150,10 +150,13 @@ class ObjectSet {
   // Scans every object in use; fills up to `cap` entries, one per label, and returns the
   // number of labels found. Also sums all objects into *total.
   int scan_usage(LabelUsage* out, int cap, LabelUsage* total);
-  // Sums every span by kind into *u; resident(ctx, addr, len) gives the bytes of a range
-  // in RAM (or -1, which makes the sum -1).
-  using ResidentFn = int64_t (*)(void* ctx, void* addr, int64_t len);
-  void scan_spans(SpanUsage* u, ResidentFn resident, void* ctx);
+  // Sums every span by kind into *u, and the bytes of the set's chunks in RAM into
+  // *resident. probe(ctx, addr, len, vec) is Os::resident_pages for at most
+  // RESIDENT_PROBE_BYTES (-1 makes a sum -1). One probe per 2 MiB of chunk, however many
+  // spans it holds: the scan holds each shard's lock, which the set's threads wait for.
+  using ResidentFn = int64_t (*)(void* ctx, void* addr, int64_t len, unsigned char* vec);
+  static constexpr int64_t RESIDENT_PROBE_BYTES = ACHUNK_ALIGN;
+  void scan_spans(SpanUsage* u, int64_t* resident, ResidentFn probe, void* ctx);
 
   // The calling thread's heap for this set, created on first use (nullptr if that fails).
   ThreadHeap* heap_for_this_thread() {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "achunk/chunk/achunk_header.h"
 
@@ -51,6 +52,26 @@ TEST(LinuxOsTest, ResidentBytesFollowTouchesAndReleases) {
   EXPECT_EQ(os.release_pages(p, size), 0);
   EXPECT_EQ(os.resident_bytes(p, size), 0);
   EXPECT_EQ(os.unmap(p, size), 0);
+}
+
+TEST(LinuxOsTest, ResidentPagesMarkTheTouchedPages) {
+  LinuxOs os;
+  const int64_t size = ACHUNK_ALIGN;
+  int err = 0;
+  char* p = static_cast<char*>(os.map_aligned(size, ACHUNK_ALIGN, &err));
+  ASSERT_NE(p, nullptr) << std::strerror(err);
+  std::vector<unsigned char> vec(static_cast<size_t>(size / 4096));
+  ASSERT_EQ(os.resident_pages(p, size, vec.data()), 4096);
+  for (unsigned char v : vec) EXPECT_EQ(v & 1, 0);  // nothing touched yet
+  p[3 * 4096] = 1;
+  ASSERT_EQ(os.resident_pages(p, size, vec.data()), 4096);
+  EXPECT_EQ(vec[3] & 1, 1);
+  EXPECT_EQ(os.release_pages(p, size), 0);
+  ASSERT_EQ(os.resident_pages(p, size, vec.data()), 4096);
+  EXPECT_EQ(vec[3] & 1, 0);
+  EXPECT_EQ(os.unmap(p, size), 0);
+  // An unmapped range: the OS cannot tell.
+  EXPECT_EQ(os.resident_pages(p, size, vec.data()), -1);
 }
 
 TEST(LinuxOsTest, ReportsErrnoOnFailure) {

@@ -175,8 +175,9 @@ TEST_F(ThreadHeapTest, ALoneObjectCycledOnItsSlabTakesNoSlowPath) {
 // The carved bytes of the set's empty slabs (spares and kept current slabs).
 int64_t empty_slab_carved(ObjectSet& set) {
   SpanUsage u;
+  int64_t resident = 0;
   set.scan_spans(
-      &u, [](void*, void*, int64_t) -> int64_t { return 0; }, nullptr);
+      &u, &resident, [](void*, void*, int64_t, unsigned char*) -> int64_t { return -1; }, nullptr);
   return u.slab_slots - u.slab_live;
 }
 

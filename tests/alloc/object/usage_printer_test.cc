@@ -15,34 +15,61 @@ namespace {
 TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
   const ObMemAttr attr(TENANT, "t_print_rss");
   void* small = alloc_->alloc(100, attr);
-  void* big = alloc_->alloc(3 * 1024 * 1024, attr);  // a dedicated chunk: two chunks in all
-  os_.set_resident_per_range(100 * 1024);
+  void* big = alloc_->alloc(3 * 1024 * 1024, attr);  // a dedicated 4 MiB chunk
+  os_.set_resident_every(2);                         // every other page in RAM
+  const int64_t probes = os_.page_probes();
   const int64_t calls = os_.resident_calls();
   char buf[8192];
   alloc_->print_usage(buf, sizeof(buf));
-  // One probe per chunk, then one per slab, big object and free span (the first chunk's
-  // rest); the thread heap's span is not probed.
-  EXPECT_EQ(os_.resident_calls() - calls, 2 + 3);
-  EXPECT_NE(std::string(buf).find(" resident=        204,800 "), std::string::npos) << buf;
-  // The fake reports at most a range's size: the whole 16 KiB slab.
-  EXPECT_NE(std::string(buf).find(" slab_resident=         16,384 big="), std::string::npos) << buf;
-  EXPECT_NE(std::string(buf).find(" big_resident=        102,400 other="), std::string::npos)
+  // One probe per 2 MiB of chunk: the first chunk's, the dedicated chunk's two halves.
+  EXPECT_EQ(os_.page_probes() - probes, 1 + 2);
+  EXPECT_EQ(os_.resident_calls() - calls, 0);
+  // Half of the 2 + 4 MiB.
+  EXPECT_NE(std::string(buf).find(" resident=      3,145,728 "), std::string::npos) << buf;
+  // Spans start on even pages and hold whole blocks (two pages): half of each. The big
+  // object's 769 pages (3 MiB and 24 bytes) start on an even page: 385 of them.
+  EXPECT_NE(std::string(buf).find(" slab_resident=          8,192 big="), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find(" big_resident=      1,576,960 other="), std::string::npos)
       << buf;
-  // A fresh shard washes free spans of 128 KiB as they form.
-  EXPECT_NE(std::string(buf).find(" free_resident=        102,400"
+  EXPECT_NE(std::string(buf).find(" free_resident=      1,028,096"
                                   " spares_reclaimed=              0"
                                   " warm_slabs=              0\n"),
             std::string::npos)
       << buf;
   alloc_->print_usage_json(buf, sizeof(buf));
-  EXPECT_NE(std::string(buf).find("\"resident\":204800,"), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("\"resident\":3145728,"), std::string::npos) << buf;
   EXPECT_NE(
-      std::string(buf).find("\"free_resident\":102400,\"spares_reclaimed\":0,\"warm_slabs\":0}"),
+      std::string(buf).find("\"free_resident\":1028096,\"spares_reclaimed\":0,\"warm_slabs\":0}"),
       std::string::npos)
       << buf;
-  os_.set_resident_per_range(-1);
+  os_.set_resident_every(1);
   ObMallocAllocator::free(big);
   ObMallocAllocator::free(small);
+}
+
+// The scan holds each shard's lock while it probes: one probe per chunk, however many
+// spans the chunk holds (a syscall per span held the lock for tens of milliseconds on a
+// live set of a few hundred MiB).
+TEST_F(ObMallocTest, UsageScanProbesEachChunkOnceHoweverManySpansItHolds) {
+  const ObMemAttr attr(TENANT, "t_print_probes");
+  std::vector<void*> objs;
+  // A slab of every class up to 1 KiB, and big objects of 24-120 KiB: dozens of spans.
+  for (int64_t size = 16; size <= 1024; size += 16) objs.push_back(alloc_->alloc(size, attr));
+  for (int64_t kib = 24; kib <= 120; kib += 16) objs.push_back(alloc_->alloc(kib << 10, attr));
+  int chunks = 0;
+  ObTenantCtxAllocator* ta = alloc_->get_tenant_ctx_allocator(TENANT, 0);
+  ASSERT_NE(ta, nullptr);
+  ta->object_set().for_each_chunk([&](AChunk*) { ++chunks; });
+  int spans = 0;
+  ta->object_set().for_each_chunk([&](AChunk* chunk) {
+    BlockSet::for_each_span_of(chunk, [&](ABlock*, int64_t) { ++spans; });
+  });
+  ASSERT_GT(spans, 10 * chunks);
+  const int64_t probes = os_.page_probes();
+  char buf[8192];
+  alloc_->print_usage(buf, sizeof(buf));
+  EXPECT_EQ(os_.page_probes() - probes, chunks);
+  for (void* p : objs) ObMallocAllocator::free(p);
 }
 
 TEST_F(ObMallocTest, UsagePrintSplitsTheCtxSpansByKind) {
