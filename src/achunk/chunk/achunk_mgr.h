@@ -98,8 +98,7 @@ class AChunkMgr {
   // The Os's process barrier, for the object layer's look at idle threads' slabs.
   bool process_barrier() { return os_.process_barrier(); }
   bool process_barrier_available() { return os_.process_barrier_available(); }
-  // Bytes of [addr, addr+size) resident now, -1 when unknown (for dumps: a syscall).
-  int64_t resident_bytes(void* addr, int64_t size) { return os_.resident_bytes(addr, size); }
+  // Os::resident_pages, for usage scans (a syscall).
   int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) {
     return os_.resident_pages(addr, size, vec);
   }
