@@ -286,7 +286,7 @@ class PiecePages {
     base_ = base;
     end_ = base + len;
     page_ = probe_(ctx_, base, len, vec_);
-    return page_ > 0 && page_ >= MIN_PAGE;
+    return page_ >= MIN_PAGE;
   }
   // The bytes in RAM of [addr, addr + len) clipped to the piece.
   int64_t bytes(const char* addr, int64_t len) const {
@@ -309,6 +309,20 @@ class PiecePages {
 
 void add_to(int64_t* sum, int64_t bytes) {
   *sum = bytes < 0 || *sum < 0 ? -1 : *sum + bytes;
+}
+
+// The bytes in RAM of [base, base + len) (len may be 0), probed a piece at a time, or -1;
+// on_piece(pages) runs once each piece is loaded.
+template <typename F>
+int64_t probe_pieces(PiecePages& pages, char* base, int64_t len, F on_piece) {
+  int64_t in_ram = 0;
+  for (int64_t off = 0; off < len; off += ObjectSet::RESIDENT_PROBE_BYTES) {
+    const int64_t piece = std::min(len - off, ObjectSet::RESIDENT_PROBE_BYTES);
+    if (!pages.load(base + off, piece)) return -1;
+    in_ram += pages.bytes(base + off, piece);
+    on_piece(pages);
+  }
+  return in_ram;
 }
 
 }  // namespace
@@ -351,25 +365,17 @@ void ObjectSet::scan_spans(SpanUsage* u, int64_t* resident, ResidentFn probe, vo
         // One span, the whole chunk, probed a piece at a time.
         char* data = static_cast<char*>(block_data(head));
         const int64_t bytes = BlockSet::span_bytes(head);
-        int64_t in_chunk = 0;
         int64_t in_span = 0;
-        for (int64_t off = 0; off < mapped; off += RESIDENT_PROBE_BYTES) {
-          const int64_t len = std::min(mapped - off, RESIDENT_PROBE_BYTES);
-          if (!pages.load(base + off, len)) {
-            in_chunk = in_span = -1;
-            break;
-          }
-          in_chunk += pages.bytes(base + off, len);
-          in_span += pages.bytes(data, bytes);
-        }
+        const int64_t in_chunk = probe_pieces(
+            pages, base, mapped, [&](const PiecePages& p) { in_span += p.bytes(data, bytes); });
         add_to(resident, in_chunk);
-        if (head->in_use()) count_used(head, bytes, in_span);
+        if (head->in_use()) count_used(head, bytes, in_chunk < 0 ? -1 : in_span);
         return;
       }
       // The header and every block in one probe; what lies past them (a mapping kept
       // bigger) only counts for the chunk.
-      const bool known = pages.load(base, std::min(mapped, RESIDENT_PROBE_BYTES));
-      int64_t in_chunk = known ? pages.bytes(base, mapped) : -1;
+      const int64_t first = std::min(mapped, RESIDENT_PROBE_BYTES);
+      const bool known = pages.load(base, first);
       BlockSet::for_each_span_of(chunk, [&](ABlock* block, int64_t bytes) {
         const int64_t in_ram =
             known ? pages.bytes(static_cast<char*>(block_data(block)), bytes) : -1;
@@ -379,11 +385,9 @@ void ObjectSet::scan_spans(SpanUsage* u, int64_t* resident, ResidentFn probe, vo
           add_to(&u->free_resident, in_ram);
         }
       });
-      for (int64_t off = RESIDENT_PROBE_BYTES; off < mapped && in_chunk >= 0;
-           off += RESIDENT_PROBE_BYTES) {
-        const int64_t len = std::min(mapped - off, RESIDENT_PROBE_BYTES);
-        in_chunk = pages.load(base + off, len) ? in_chunk + pages.bytes(base + off, len) : -1;
-      }
+      int64_t in_chunk = known ? pages.bytes(base, first) : -1;
+      add_to(&in_chunk,
+             probe_pieces(pages, base + first, mapped - first, [](const PiecePages&) {}));
       add_to(resident, in_chunk);
     });
   });
