@@ -48,7 +48,7 @@ TEST_F(ObMallocTest, UsagePrintShowsTheResidentBytesOfEveryChunkOfTheCtx) {
 }
 
 // The scan holds each shard's lock while it probes: one probe per chunk, however many
-// spans the chunk holds (a syscall per span held the lock for tens of milliseconds on a
+// spans the chunk holds (a syscall per span would hold it for tens of milliseconds on a
 // live set of a few hundred MiB).
 TEST_F(ObMallocTest, UsageScanProbesEachChunkOnceHoweverManySpansItHolds) {
   const ObMemAttr attr(TENANT, "t_print_probes");
