@@ -1,13 +1,13 @@
-// Base layer: a small test-and-test-and-set lock for short critical sections
-// (a few list operations). It never allocates, so the allocator itself can use it. It can
+// Base layer: a small lock for short critical sections (a few list operations). A waiter
+// spins briefly, then sleeps on a futex until the holder's unlock wakes it: a yield loop
+// on an oversubscribed machine leaves the waiter off the CPU for whole timeslices after
+// the lock is free. It never allocates, so the allocator itself can use it. It can
 // also be held for fork(): then the forking thread enters it freely (see fork_lock()),
 // so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
 // Every lock says at construction whether fork() holds it (ForkRole), and the process
 // tallies live locks per role, so a test can prove the fork-lock registry (fork_locks.h)
 // complete; the tally costs nothing on lock() and unlock(). Depends on nothing inside achunk.
 #pragma once
-
-#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -32,6 +32,8 @@ namespace spin_lock_detail {
 extern std::atomic<int64_t> alive[2];
 // The thread running fork()'s handlers while it holds the fork locks, else nullptr.
 extern std::atomic<const void*> fork_owner;
+// Waits that slept on the futex, all locks together (contention seen from outside).
+extern std::atomic<int64_t> sleeps;
 // This thread's identity for fork_owner (a TLS address: same in the child of a fork).
 const void* this_thread();
 inline bool forking_thread() {
@@ -64,17 +66,27 @@ class SpinLock {
   static int64_t alive(ForkRole role) {
     return spin_lock_detail::alive[static_cast<int>(role)].load(std::memory_order_relaxed);
   }
+  // Waits, on any lock, that slept until an unlock woke them.
+  static int64_t sleeps() { return spin_lock_detail::sleeps.load(std::memory_order_relaxed); }
   ForkRole fork_role() const { return role_; }
   bool is_static() const { return static_; }
 
   void lock() {
-    // On a lock held for fork this changes nothing: locked_ is already set.
-    if (__builtin_expect(!locked_.exchange(true, std::memory_order_acquire), 1)) return;
-    lock_slow();
+    // On a lock held for fork this changes nothing: state_ is already non-zero.
+    uint32_t free_state = FREE;
+    if (__builtin_expect(
+            state_.compare_exchange_strong(free_state, LOCKED, std::memory_order_acquire,
+                                           std::memory_order_relaxed),
+            1)) {
+      return;
+    }
+    lock_slow(true);
   }
   bool try_lock() {
-    if (!locked_.load(std::memory_order_relaxed) &&
-        !locked_.exchange(true, std::memory_order_acquire)) {
+    uint32_t free_state = FREE;
+    if (state_.load(std::memory_order_relaxed) == FREE &&
+        state_.compare_exchange_strong(free_state, LOCKED, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
       return true;
     }
     return passes_for_fork();
@@ -83,7 +95,7 @@ class SpinLock {
     // Held for fork: the forking thread entered it and leaves it held. Anyone else who
     // holds the lock reads false here.
     if (__builtin_expect(fork_held_.load(std::memory_order_relaxed), 0)) return;
-    locked_.store(false, std::memory_order_release);
+    release();
   }
 
   // Taken by the forking thread in fork()'s prepare handler; until fork_unlock() every
@@ -91,7 +103,7 @@ class SpinLock {
   // held and it is published as spin_lock_detail::fork_owner) enters and leaves it without
   // changing it: the fork owner holds every fork lock, so no other thread is inside.
   void fork_lock() {
-    lock_for_fork_prepare();
+    lock_slow(false);
     fork_held_.store(true, std::memory_order_relaxed);
   }
   // Released after fork() in the parent and the child. Only a lock still held for the fork
@@ -99,41 +111,29 @@ class SpinLock {
   void fork_unlock() {
     if (!fork_held_.load(std::memory_order_relaxed)) return;
     fork_held_.store(false, std::memory_order_relaxed);
-    locked_.store(false, std::memory_order_release);
+    release();
   }
-  bool held() const { return locked_.load(std::memory_order_relaxed); }
+  bool held() const { return state_.load(std::memory_order_relaxed) != FREE; }
 
  private:
-  static void backoff(int spins) {
-    // The holder may be descheduled (2 cores); yield instead of burning its timeslice.
-    if (spins > 64) {
-      sched_yield();
-    } else {
-      cpu_relax();
-    }
-  }
+  // state_: FREE, LOCKED, or LOCKED with waiters that may sleep (their unlock must wake one).
+  static constexpr uint32_t FREE = 0;
+  static constexpr uint32_t LOCKED = 1;
+  static constexpr uint32_t SLEEPERS = 2;
+
   bool passes_for_fork() const {
     return fork_held_.load(std::memory_order_relaxed) && spin_lock_detail::forking_thread();
   }
-  void lock_for_fork_prepare() {
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
-      while (locked_.load(std::memory_order_relaxed)) backoff(++spins);
-    }
+  void release() {
+    if (state_.exchange(FREE, std::memory_order_release) == SLEEPERS) wake_one();
   }
-  __attribute__((noinline)) void lock_slow() {
-    for (int spins = 0;; ++spins) {
-      // Wait on a plain load so waiters do not bounce the cache line between cores.
-      if (!locked_.load(std::memory_order_relaxed)) {
-        if (!locked_.exchange(true, std::memory_order_acquire)) return;
-      } else if (passes_for_fork()) {
-        return;
-      }
-      backoff(spins);
-    }
-  }
+  // for_fork_owner: whether the fork owner may pass a lock held for fork (not while the
+  // fork's prepare handler is still taking the locks).
+  void lock_slow(bool for_fork_owner);
+  void wake_one();
 
-  std::atomic<bool> locked_{false};
-  std::atomic<bool> fork_held_{false};  // set only by the fork owner, under locked_
+  std::atomic<uint32_t> state_{FREE};
+  std::atomic<bool> fork_held_{false};  // set only by the fork owner, while it holds the lock
   const ForkRole role_;
   const bool static_ = false;
 };

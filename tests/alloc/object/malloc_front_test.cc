@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <thread>
 #include <vector>
@@ -110,12 +111,14 @@ TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(count_of(a, "static_b"), 2);
   {
-    ObMallocAllocator other(mgr_);  // same attr, another allocator: not served from a's heap
-    void* t = other.alloc_static(100, STATIC_B);
-    ObTenantCtxAllocator* ta = other.get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID);
+    // Same attr, another allocator: not served from a's heap. On the heap: two allocators
+    // of 4 MiB each do not fit one thread's stack.
+    auto other = std::make_unique<ObMallocAllocator>(mgr_);
+    void* t = other->alloc_static(100, STATIC_B);
+    ObTenantCtxAllocator* ta = other->get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID);
     EXPECT_EQ(ObjectSet::owner_of(t), &ta->object_set());
     ObMallocAllocator::free(t);
-    other.flush_thread_caches();
+    other->flush_thread_caches();
   }
   for (void* x : {p, q, r, s}) ObMallocAllocator::free(x);
   a.flush_thread_caches();

@@ -1,0 +1,115 @@
+#include "achunk/base/spin_lock.h"
+
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace achunk {
+namespace {
+
+// The scheduler state of thread `tid` ('R' running, 'S' sleeping, ...) from /proc.
+char thread_state(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the name may hold spaces and parentheses
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
+// Waits until `tid` sleeps in the kernel and SpinLock::sleeps() passed `sleeps_before`; a
+// waiter that polled with sched_yield would stay runnable and fail this after 20 s.
+bool waits_asleep(pid_t tid, int64_t sleeps_before) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (SpinLock::sleeps() > sleeps_before && thread_state(tid) == 'S') return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+TEST(SpinLockTest, CountsStayExactUnderContention) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  int64_t count = 0;
+  constexpr int THREADS = 4;
+  constexpr int ROUNDS = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < THREADS; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < ROUNDS; ++i) {
+        std::lock_guard<SpinLock> guard(lock);
+        const int64_t seen = count;
+        for (int k = 0; k < 20; ++k) cpu_relax();  // long enough for others to queue
+        count = seen + 1;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(count, THREADS * ROUNDS);
+  EXPECT_FALSE(lock.held());
+}
+
+TEST(SpinLockTest, AWaiterSleepsUntilTheUnlockWakesIt) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  lock.lock();
+  const int64_t sleeps_before = SpinLock::sleeps();
+  std::atomic<pid_t> waiter_tid{0};
+  std::atomic<bool> entered{false};
+  std::thread waiter([&] {
+    waiter_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    errno = 1234;
+    lock.lock();
+    entered.store(true);
+    EXPECT_EQ(errno, 1234);  // a malloc that waited leaves its caller's errno alone
+    lock.unlock();
+  });
+  while (waiter_tid.load() == 0) std::this_thread::yield();
+  EXPECT_TRUE(waits_asleep(waiter_tid.load(), sleeps_before));
+  EXPECT_FALSE(entered.load());
+  lock.unlock();
+  waiter.join();
+  EXPECT_TRUE(entered.load());
+  EXPECT_FALSE(lock.held());
+}
+
+TEST(SpinLockTest, TryLockFailsWhileHeldAndTakesAFreeLock) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  ASSERT_TRUE(lock.try_lock());
+  bool other = true;
+  std::thread([&] { other = lock.try_lock(); }).join();
+  EXPECT_FALSE(other);
+  lock.unlock();
+  std::thread([&] {
+    other = lock.try_lock();
+    if (other) lock.unlock();
+  }).join();
+  EXPECT_TRUE(other);
+}
+
+TEST(SpinLockTest, ForkUnlockWakesAThreadThatSleptOnALockHeldForFork) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  lock.fork_lock();
+  lock.unlock();  // the fork owner leaves it held
+  EXPECT_TRUE(lock.held());
+  const int64_t sleeps_before = SpinLock::sleeps();
+  std::atomic<pid_t> waiter_tid{0};
+  std::thread waiter([&] {
+    waiter_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    lock.lock();
+    lock.unlock();
+  });
+  while (waiter_tid.load() == 0) std::this_thread::yield();
+  EXPECT_TRUE(waits_asleep(waiter_tid.load(), sleeps_before));
+  lock.fork_unlock();
+  waiter.join();
+  EXPECT_FALSE(lock.held());
+}
+
+}  // namespace
+}  // namespace achunk
