@@ -42,6 +42,7 @@ struct BlockChunkMeta {
   int32_t using_cnt_ = 0;       // spans in use
   int32_t kind_ = 0;            // which kind of owner context_ is (BlockSet's `kind`)
   uint64_t span_bits_[4] = {};  // bit i set: a span (free or used) starts at block i
+  uint64_t scan_mark_ = 0;      // the usage scan that last visited it (ObjectMgr)
 };
 
 inline constexpr int64_t BLOCK_META_OFFSET = 64;

@@ -138,6 +138,7 @@ void BlockSet::unlink_chunk(AChunk* chunk) {
   chunk->prev_ = chunk->next_ = nullptr;
   hold_ -= chunk->hold();
   --chunk_cnt_;
+  ++chunk_unlinks_;
 }
 
 void BlockSet::release_chunk(AChunk* chunk) {

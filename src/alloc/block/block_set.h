@@ -121,6 +121,11 @@ class BlockSet {
   void for_each_chunk(F f) const {
     for (AChunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_) f(chunk);
   }
+  // The first of the set's chunks (the rest follow through AChunk::next_), or nullptr.
+  AChunk* first_chunk() const { return chunks_; }
+  // Chunks taken off the set's list so far: while this stays the same, a chunk seen on the
+  // list is still on it, at its place.
+  uint64_t chunk_unlinks() const { return chunk_unlinks_; }
   // Calls f(ABlock*, bytes) for every free span.
   template <typename F>
   void for_each_free_span(F f) const {
@@ -209,6 +214,7 @@ class BlockSet {
   AChunk* slack_tail_ = nullptr;
   int64_t slack_cnt_ = 0;
   int64_t chunk_cnt_ = 0;
+  uint64_t chunk_unlinks_ = 0;
   // Every free span not washed, in the order it joined the free lists: the ones free the
   // longest come first, so washing looks only at spans it washes (and one more). A split
   // tail keeps its time but goes to the end: it is washed late by at most the time it

@@ -94,8 +94,26 @@ int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
   return washed;
 }
 
+uint64_t ObjectMgr::next_scan_mark() {
+  static constinit std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+AChunk* ObjectMgr::next_unvisited(const BlockSet& bs, ScanCursor& cursor) {
+  AChunk* chunk;
+  if (cursor.last != nullptr && bs.chunk_unlinks() == cursor.unlinks) {
+    chunk = cursor.last->next_;  // no chunk left: the last one is still on the list
+  } else {
+    if (cursor.last != nullptr) ++cursor.restarts;
+    chunk = bs.first_chunk();
+  }
+  while (chunk != nullptr && chunk_meta(chunk)->scan_mark_ == cursor.mark) chunk = chunk->next_;
+  return chunk;
+}
+
 void ObjectMgr::visit_fork_locks(ForkLockVisitor& v) {
   v.visit(wash_lock_, "object_mgr.wash");
+  v.visit(scan_lock_, "object_mgr.scan");
   for (SubObjectMgr& s : shards_) v.visit(s.lock_, "object_mgr.shard");
 }
 

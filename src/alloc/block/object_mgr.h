@@ -11,9 +11,13 @@
 // At most one shard per usable CPU opens: threads collide only while running at once,
 // and two threads taking big objects on 2 CPUs ran 2.2x slower in one shard. A span is
 // freed under the lock of the shard that owns its chunk (the chunk meta's context).
+// A usage scan visits the chunks one at a time, each under its shard's lock, so a heap of
+// many live objects never holds a shard for the whole walk (for_each_chunk_in_turn).
 // Never allocates.
 // Depends on block_set.h, the base layer's spin_lock.h and the platform's usable_cpus.
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -72,6 +76,20 @@ class ObjectMgr {
   // f(BlockSet&) for every open shard, each under its lock.
   template <typename F>
   void for_each(F f);
+  // f(BlockSet&, AChunk*) for every chunk of every open shard, the shard's lock held for
+  // one chunk at a time and between(), which lets waiters in, called between the turns
+  // (tests pass their own). The walk resumes after the chunk it visited last while no
+  // chunk has left the shard since; else it starts over, skipping the chunks this scan
+  // marked. A chunk the shard takes meanwhile may be missed. After MAX_SCAN_RESTARTS
+  // restarts the rest of the shard is walked in one hold, so a scan costs O(chunks).
+  // One scan at a time (scan_lock_).
+  template <typename F, typename B>
+  void for_each_chunk_in_turn(F f, B between);
+  template <typename F>
+  void for_each_chunk_in_turn(F f) {
+    for_each_chunk_in_turn(f, [] { sched_yield(); });
+  }
+  static constexpr int MAX_SCAN_RESTARTS = 4;
   // The sum of f(BlockSet&) over the open shards, each under its lock.
   template <typename F>
   int64_t sum(F f) {
@@ -85,9 +103,11 @@ class ObjectMgr {
   // chunks kept as long are unmapped under the shard's lock (BlockSet::trim_idle_slack).
   // Returns the bytes washed and unmapped.
   int64_t wash_stale_spans(int64_t min_free_us);
-  // fork(): the washer's lock, then every shard's lock, held across the fork (so no span
-  // is ever off the free lists for washing in a child).
+  // fork(): the washer's lock, the scanner's, then every shard's lock, held across the
+  // fork (so no span is ever off the free lists for washing in a child, and a child's scan
+  // never waits for a parent's thread).
   void visit_fork_locks(ForkLockVisitor& v);
+  static constexpr int FORK_LOCKS = 2 + MAX_SHARDS;  // the locks visit_fork_locks visits
 
  private:
   template <size_t... I>
@@ -101,7 +121,19 @@ class ObjectMgr {
 
   static constexpr int WASH_BATCH = 16;
 
+  // Where a scan of one shard stands.
+  struct ScanCursor {
+    uint64_t mark;           // this scan's, unique in the process
+    AChunk* last = nullptr;  // the chunk it visited last
+    uint64_t unlinks = 0;    // the shard's chunk_unlinks() then
+    int restarts = 0;
+  };
+  static uint64_t next_scan_mark();
+  // The shard's lock held: the next chunk of `bs` the scan has not visited, or nullptr.
+  static AChunk* next_unvisited(const BlockSet& bs, ScanCursor& cursor);
+
   SpinLock wash_lock_;  // one washer at a time; taken before any shard lock
+  SpinLock scan_lock_;  // one usage scan at a time (chunk marks); taken before any shard lock
   std::atomic<int> open_{1};
   // The window lock_any judges contention over: collisions since it began, and the
   // acquisitions count when it began.
@@ -118,6 +150,33 @@ void ObjectMgr::for_each(F f) {
   for (int i = 0; i < n; ++i) {
     std::lock_guard<SpinLock> guard(shards_[i].lock_);
     f(shards_[i].block_set_);
+  }
+}
+
+template <typename F, typename B>
+void ObjectMgr::for_each_chunk_in_turn(F f, B between) {
+  std::lock_guard<SpinLock> scanner(scan_lock_);
+  const uint64_t mark = next_scan_mark();
+  for (int i = 0, n = open_shards(); i < n; ++i) {
+    SubObjectMgr& shard = shards_[i];
+    BlockSet& bs = shard.block_set_;
+    ScanCursor cursor{mark};
+    for (bool more = true; more;) {
+      {
+        std::lock_guard<SpinLock> guard(shard.lock_);
+        const bool rest = cursor.restarts >= MAX_SCAN_RESTARTS;
+        do {
+          AChunk* chunk = next_unvisited(bs, cursor);
+          more = chunk != nullptr;
+          if (!more) break;
+          chunk_meta(chunk)->scan_mark_ = mark;
+          f(bs, chunk);
+          cursor.last = chunk;
+          cursor.unlinks = bs.chunk_unlinks();
+        } while (rest);
+      }
+      if (more) between();
+    }
   }
 }
 

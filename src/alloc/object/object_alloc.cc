@@ -251,8 +251,9 @@ int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
       u->blocks += big ? 1 : 0;
     }
   };
-  mgr_.for_each([&](BlockSet& bs) {
-    bs.for_each_used_span([&](ABlock* block) {
+  mgr_.for_each_chunk_in_turn([&](BlockSet&, AChunk* chunk) {
+    BlockSet::for_each_span_of(chunk, [&](ABlock* block, int64_t) {
+      if (!block->in_use()) return;
       const Slab* slab = slab_of(block);
       if (slab->sc_ == Slab::HEAP || slab->sc_ == Slab::FOREIGN) return;
       if (slab->sc_ == Slab::BIG) {
@@ -356,40 +357,36 @@ void ObjectSet::scan_spans(SpanUsage* u, int64_t* resident, ResidentFn probe, vo
       add_to(&u->slab_resident, in_ram);
     }
   };
-  mgr_.for_each([&](BlockSet& bs) {
-    bs.for_each_chunk([&](AChunk* chunk) {
-      char* base = reinterpret_cast<char*>(chunk);
-      const int64_t mapped = chunk->aligned();
-      ABlock* head = chunk_block(chunk, 0);
-      if (head->dedicated()) {
-        // One span, the whole chunk, probed a piece at a time.
-        char* data = static_cast<char*>(block_data(head));
-        const int64_t bytes = BlockSet::span_bytes(head);
-        int64_t in_span = 0;
-        const int64_t in_chunk = probe_pieces(
-            pages, base, mapped, [&](const PiecePages& p) { in_span += p.bytes(data, bytes); });
-        add_to(resident, in_chunk);
-        if (head->in_use()) count_used(head, bytes, in_chunk < 0 ? -1 : in_span);
-        return;
-      }
-      // The header and every block in one probe; what lies past them (a mapping kept
-      // bigger) only counts for the chunk.
-      const int64_t first = std::min(mapped, RESIDENT_PROBE_BYTES);
-      const bool known = pages.load(base, first);
-      BlockSet::for_each_span_of(chunk, [&](ABlock* block, int64_t bytes) {
-        const int64_t in_ram =
-            known ? pages.bytes(static_cast<char*>(block_data(block)), bytes) : -1;
-        if (block->in_use()) {
-          count_used(block, bytes, in_ram);
-        } else {
-          add_to(&u->free_resident, in_ram);
-        }
-      });
-      int64_t in_chunk = known ? pages.bytes(base, first) : -1;
-      add_to(&in_chunk,
-             probe_pieces(pages, base + first, mapped - first, [](const PiecePages&) {}));
+  mgr_.for_each_chunk_in_turn([&](BlockSet&, AChunk* chunk) {
+    char* base = reinterpret_cast<char*>(chunk);
+    const int64_t mapped = chunk->aligned();
+    ABlock* head = chunk_block(chunk, 0);
+    if (head->dedicated()) {
+      // One span, the whole chunk, probed a piece at a time.
+      char* data = static_cast<char*>(block_data(head));
+      const int64_t bytes = BlockSet::span_bytes(head);
+      int64_t in_span = 0;
+      const int64_t in_chunk = probe_pieces(
+          pages, base, mapped, [&](const PiecePages& p) { in_span += p.bytes(data, bytes); });
       add_to(resident, in_chunk);
+      if (head->in_use()) count_used(head, bytes, in_chunk < 0 ? -1 : in_span);
+      return;
+    }
+    // The header and every block in one probe; what lies past them (a mapping kept
+    // bigger) only counts for the chunk.
+    const int64_t first = std::min(mapped, RESIDENT_PROBE_BYTES);
+    const bool known = pages.load(base, first);
+    BlockSet::for_each_span_of(chunk, [&](ABlock* block, int64_t bytes) {
+      const int64_t in_ram = known ? pages.bytes(static_cast<char*>(block_data(block)), bytes) : -1;
+      if (block->in_use()) {
+        count_used(block, bytes, in_ram);
+      } else {
+        add_to(&u->free_resident, in_ram);
+      }
     });
+    int64_t in_chunk = known ? pages.bytes(base, first) : -1;
+    add_to(&in_chunk, probe_pieces(pages, base + first, mapped - first, [](const PiecePages&) {}));
+    add_to(resident, in_chunk);
   });
 }
 

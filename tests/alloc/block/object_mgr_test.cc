@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -201,6 +202,82 @@ TEST_F(ObjectMgrTest, SetTotalsAndScansCoverEveryShard) {
   ObjectSet::free(in_second);
   set.flush_thread_heap();
   EXPECT_EQ(set.hold(), 0);
+}
+
+// A usage scan visits every chunk once, holding its shard's lock for one chunk a turn and
+// letting it go between turns.
+TEST_F(ObjectMgrTest, AScanVisitsEachChunkOnceAndLetsTheShardGoBetweenChunks) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  std::vector<void*> bigs;
+  for (int i = 0; i < 5; ++i) bigs.push_back(set.alloc(1500 * 1024, 0));  // a chunk each
+  std::vector<AChunk*> visited;
+  int betweens = 0;
+  mgr.for_each_chunk_in_turn(
+      [&](BlockSet& bs, AChunk* chunk) {
+        EXPECT_TRUE(mgr.shard(0).lock_.held());
+        EXPECT_EQ(&bs, &mgr.shard(0).block_set_);
+        visited.push_back(chunk);
+      },
+      [&] {
+        EXPECT_FALSE(mgr.shard(0).lock_.held());
+        ++betweens;
+      });
+  std::vector<AChunk*> all;
+  set.for_each_chunk([&](AChunk* chunk) { all.push_back(chunk); });
+  std::sort(visited.begin(), visited.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(visited, all);
+  EXPECT_GE(all.size(), 5u);
+  EXPECT_EQ(betweens, static_cast<int>(all.size()));  // one chunk a turn
+  for (void* p : bigs) ObjectSet::free(p);
+  set.flush_thread_heap();
+}
+
+// Chunks that leave the set between turns are never visited after they left (their
+// memory may be unmapped); the others are visited once each. After MAX_SCAN_RESTARTS
+// restarts the rest is visited in one hold, so churn cannot make a scan quadratic.
+TEST_F(ObjectMgrTest, AScanSkipsChunksThatLeftAndBoundsItsRestarts) {
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  BlockSet& bs = mgr.shard(0).block_set_;
+  constexpr int CHUNKS = 12;
+  std::vector<void*> bigs;
+  for (int i = 0; i < CHUNKS; ++i) bigs.push_back(set.alloc(1500 * 1024, 0));
+  std::vector<AChunk*> visited;
+  std::vector<AChunk*> gone;
+  int betweens = 0;
+  mgr.for_each_chunk_in_turn(
+      [&](BlockSet&, AChunk* chunk) {
+        EXPECT_EQ(std::count(gone.begin(), gone.end(), chunk), 0);
+        visited.push_back(chunk);
+      },
+      [&] {
+        ++betweens;
+        // Free an object whose chunk the scan has not reached: the chunk leaves the set.
+        for (void*& p : bigs) {
+          AChunk* chunk = p != nullptr ? AChunk::ptr2chunk(p) : nullptr;
+          if (chunk == nullptr || std::count(visited.begin(), visited.end(), chunk) != 0) continue;
+          const uint64_t unlinks = bs.chunk_unlinks();
+          ObjectSet::free(p);
+          p = nullptr;
+          EXPECT_EQ(bs.chunk_unlinks(), unlinks + 1);
+          gone.push_back(chunk);
+          break;
+        }
+      });
+  EXPECT_EQ(betweens, ObjectMgr::MAX_SCAN_RESTARTS + 1);
+  EXPECT_EQ(gone.size(), static_cast<size_t>(ObjectMgr::MAX_SCAN_RESTARTS + 1));
+  std::vector<AChunk*> all;
+  set.for_each_chunk([&](AChunk* chunk) { all.push_back(chunk); });
+  std::sort(visited.begin(), visited.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(visited, all);  // each survivor once
+  EXPECT_EQ(all.size() + gone.size(), static_cast<size_t>(CHUNKS));
+  for (void* p : bigs) {
+    if (p != nullptr) ObjectSet::free(p);
+  }
+  set.flush_thread_heap();
 }
 
 TEST_F(ObjectMgrTest, ThreadsAllocatingBigObjectsTogetherLoseNothing) {
