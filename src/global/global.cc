@@ -16,6 +16,7 @@
 #include "achunk/base/spin_lock.h"
 #include "achunk/platform/clock.h"
 #include "achunk/platform/linux_os.h"
+#include "alloc/object/object_set.h"
 #include "context/context_env.h"
 #include "global/stats_log.h"
 #include "global/stats_region.h"
@@ -149,9 +150,11 @@ namespace {
 // a container's lock (the object set list) is let go only after the locks it lists.
 class ForkHold final : public ForkLockVisitor {
  public:
-  // Bounded by the registry: a few global locks, 10 per object set (MAX_SETS of them) and
-  // one per chunk cache slot.
-  static constexpr int CAPACITY = 4096;
+  // Bounded by the registry: ObjectSet::FORK_LOCKS per object set (MAX_SETS of them), one
+  // per chunk cache slot and a few more (global ones, the root context's). About 210 KiB,
+  // untouched beyond what a fork uses.
+  static constexpr int CAPACITY =
+      ObjectSet::MAX_SETS * ObjectSet::FORK_LOCKS + AChunkMgr::SLOT_COUNT + 256;
 
   void visit(SpinLock& lock, const char* name) override {
     if (count_ == CAPACITY) {

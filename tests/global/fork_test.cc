@@ -118,6 +118,32 @@ TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
   EXPECT_EQ(fork_locks_held(), 0);
 }
 
+// Prepare holds every object set's locks (about a hundred each): a process with every
+// tenant and ctx allocator in use still forks, and its child works.
+TEST_F(ForkTest, AProcessWithEveryTenantAndCtxInUseForks) {
+  for (int t = 0; t < ObMallocAllocator::MAX_TENANTS; ++t) {
+    const uint64_t tenant = t == 0 ? OB_SERVER_TENANT_ID : uint64_t{2000} + t;
+    for (int ctx_id = 0; ctx_id < MAX_CTX_ID; ++ctx_id) {
+      void* p = ob_malloc(100, ObMemAttr(tenant, "fork_many_sets", ctx_id));
+      ASSERT_NE(p, nullptr) << tenant << " " << ctx_id;
+      ob_free(p);
+    }
+  }
+  Collect c;
+  visit_fork_locks(c);
+  EXPECT_GT(c.locks.size(), 4096u);  // more than the registry once had room for
+  // The registry's room is counted from ObjectSet::FORK_LOCKS: each set visits that many.
+  size_t sets = 0;
+  size_t per_set = 0;
+  for (auto& [lock, name] : c.locks) {
+    sets += name == "object_set.heaps";
+    per_set += name == "object_set.heaps" || name == "object_set.ready" ||
+               name.rfind("object_mgr.", 0) == 0;
+  }
+  EXPECT_EQ(per_set, sets * ObjectSet::FORK_LOCKS);
+  EXPECT_EQ(fork_and_work(), 0);
+}
+
 // fork's prepare takes the registry in order, so a lock that may be taken while another is
 // held must come after it. The thread-state pool's lock is taken under allocator locks (a
 // thread's first allocation in a slow path; the stats region's refresh from a chunk call

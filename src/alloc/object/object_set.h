@@ -180,6 +180,9 @@ class ObjectSet {
   // it is held). A ThreadHeap's lock_ is not among them: a thread other than the heap's
   // owner holds it only under heaps_lock_, so the child's thread finds its own heap free.
   static void visit_all_fork_locks(ForkLockVisitor& v);
+  // The locks visit_all_fork_locks visits per set: its heap list, its classes' ready
+  // stacks and its block shards.
+  static constexpr int FORK_LOCKS = 1 + SIZE_CLASS_COUNT + ObjectMgr::FORK_LOCKS;
   // In a forked child (from the atfork child handler): threads started from now on get
   // markers of a new generation.
   static void on_fork_child();
