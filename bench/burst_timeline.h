@@ -29,6 +29,7 @@ class BurstStatsHost final : public StatsHost {
   int64_t wash_spans(bool all) override;
   bool housekeeping_running() override { return false; }
   ThreadStatePoolStats thread_states() override { return {}; }
+  int64_t lock_sleeps() override { return SpinLock::sleeps(); }
 
  private:
   AChunkMgr& mgr_;

@@ -70,6 +70,7 @@ struct Globals final : StatsHost {
     return g_release_thread_started.load(std::memory_order_relaxed);
   }
   ThreadStatePoolStats thread_states() override { return thread_state_pool_stats(); }
+  int64_t lock_sleeps() override { return SpinLock::sleeps(); }
 
   // Pushes every option value to the objects that use them (at start-up).
   void apply() {

@@ -26,6 +26,7 @@ struct Extra {
   int64_t usage_scans = 0;
   int64_t usage_age_ms = -1;
   ThreadStatePoolStats threads;
+  int64_t lock_sleeps = 0;
 };
 
 bool has(const char* name, const char* part) {
@@ -73,6 +74,7 @@ void visit_fields(const ChunkMgrStats& s, const int64_t* options, const Extra& x
   f("", "thread_states", FieldUnit::COUNT, x.threads.in_use);
   f("", "thread_states_free", FieldUnit::COUNT, x.threads.free);
   f("", "thread_states_washed", FieldUnit::COUNT, x.threads.washed);
+  f("", "lock_sleeps", FieldUnit::COUNT, x.lock_sleeps);
 }
 
 constexpr int THP_SIZE = sizeof(ChunkMgrStats::thp_mode);
@@ -259,6 +261,7 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   x.usage_scans = usage_scans_;
   x.usage_age_ms = usage_at_us_ < 0 ? -1 : (now_us - usage_at_us_) / 1000;
   x.threads = host_.thread_states();
+  x.lock_sleeps = host_.lock_sleeps();
 
   stats::Header* h = header();
   unsigned char* base = mutable_bytes();

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "achunk/base/options.h"
+#include "achunk/base/spin_lock.h"
 #include "achunk/chunk/achunk_mgr.h"
 #include "achunk/platform/os.h"
 #include "alloc/object/ctx_usage.h"
@@ -59,6 +60,8 @@ class StatsHost {
   virtual bool housekeeping_running() = 0;
   // The per-thread caches' pool (thread_state_pool_stats()).
   virtual ThreadStatePoolStats thread_states() = 0;
+  // Lock waits that slept, all locks of the process (SpinLock::sleeps()).
+  virtual int64_t lock_sleeps() = 0;
 
  protected:
   ~StatsHost() = default;
@@ -82,6 +85,7 @@ class ChunkOnlyStatsHost final : public StatsHost {
   int64_t wash_spans(bool) override { return 0; }
   bool housekeeping_running() override { return false; }
   ThreadStatePoolStats thread_states() override { return {}; }
+  int64_t lock_sleeps() override { return SpinLock::sleeps(); }
   const Options& options() const { return opts_; }
 
  private:

@@ -43,12 +43,14 @@ class TestHost final : public StatsHost {
     }
     return threads;
   }
+  int64_t lock_sleeps() override { return sleeps; }
   ObMallocAllocator& allocator() { return *alloc_; }
 
   Options opts;
   bool busy = false;
   bool housekeeping = false;
   ThreadStatePoolStats threads{48, 7, 3, 1};
+  int64_t sleeps = 1234;  // lock_sleeps
   int washes = 0;
   const stats::Control* watch = nullptr;
   int answers_seen_in_refresh = 0;

@@ -114,6 +114,9 @@ std::string format_text(const Snapshot& s) {
                           grouped(s.get("thread_states")), grouped(s.get("thread_states_free")),
                           grouped(s.get("thread_states_washed")));
   }
+  if (s.find("lock_sleeps") != nullptr) {  // since region 1.8
+    absl::StrAppendFormat(&out, "[LOCKS] sleeps=%s\n", grouped(s.get("lock_sleeps")));
+  }
   // The usage dump's names; -1: not measured yet (no housekeeping thread, or a 1.0 region).
   const int64_t usage_age_ms = s.get("usage_age_ms", -1);
   // Each ctx's spans line as the usage print has it, from a region that carries it, and
@@ -222,9 +225,9 @@ std::string format_json(const Snapshot& s) {
   // -1: a region older than 1.2.
   absl::StrAppendFormat(&out,
                         ",\"thread_states\":%d,\"thread_states_free\":%d,"
-                        "\"thread_states_washed\":%d}\n",
+                        "\"thread_states_washed\":%d,\"lock_sleeps\":%d}\n",
                         s.get("thread_states", -1), s.get("thread_states_free", -1),
-                        s.get("thread_states_washed", -1));
+                        s.get("thread_states_washed", -1), s.get("lock_sleeps", -1));
   return out;
 }
 

@@ -131,6 +131,7 @@ TEST(DumpLiveTest, ReadsChangesAndReleasesALiveProcess) {
   // The main thread allocated, so it holds a state.
   EXPECT_GE(s->get("thread_states"), 1);
   EXPECT_GE(s->get("thread_states_free"), 0);
+  EXPECT_GE(s->get("lock_sleeps", -1), 0);  // published (region 1.8), a count
   // A row's used and free_spans come from the last usage scan, with the hold that scan
   // measured them against (its hold is the refresh's). The first scan may have run during
   // the burst (24 live 1.5 MiB blocks), so the rows are read from the next one, which runs
