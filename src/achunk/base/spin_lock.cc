@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "achunk/base/tls.h"
@@ -30,6 +31,8 @@ namespace {
 // Spins before sleeping: covers a holder that is running (a critical section is a few
 // list operations), not one that was preempted.
 constexpr int SPINS = 128;
+// A sleeper's longest nap: the bound on a wake lost to the unlock's unfenced read.
+constexpr long SLEEP_NS = 1'000'000;
 
 uint32_t* futex_word(std::atomic<uint32_t>& state) {
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
@@ -41,26 +44,28 @@ uint32_t* futex_word(std::atomic<uint32_t>& state) {
 void SpinLock::lock_slow(bool for_fork_owner) {
   for (int spins = 0; spins < SPINS; ++spins) {
     // Wait on a plain load so waiters do not bounce the cache line between cores.
-    uint32_t seen = state_.load(std::memory_order_relaxed);
-    if (seen == FREE) {
-      if (state_.compare_exchange_weak(seen, LOCKED, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-        return;
-      }
+    if (state_.load(std::memory_order_relaxed) == FREE) {
+      if (state_.exchange(LOCKED, std::memory_order_acquire) == FREE) return;
     } else if (for_fork_owner && passes_for_fork()) {
       return;
     }
     cpu_relax();
   }
-  // Mark the lock as having sleepers, so its holder's unlock wakes one; a waiter that
-  // finds it free takes it in the same step (and its unlock may wake nobody).
   const int saved_errno = errno;  // malloc's caller keeps its errno
   for (;;) {
     if (for_fork_owner && passes_for_fork()) break;
-    if (state_.exchange(SLEEPERS, std::memory_order_acquire) == FREE) break;
-    spin_lock_detail::sleeps.fetch_add(1, std::memory_order_relaxed);
-    // Returns at once if the state changed since the exchange (EAGAIN), or on a signal.
-    syscall(SYS_futex, futex_word(state_), FUTEX_WAIT_PRIVATE, SLEEPERS, nullptr, nullptr, 0);
+    if (state_.exchange(LOCKED, std::memory_order_acquire) == FREE) break;
+    // Announce the sleep, then look once more: an unlock before the announcement is seen
+    // here, one after it sees the announcement (or, racing, the timeout covers it).
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    if (state_.load(std::memory_order_seq_cst) != FREE) {
+      spin_lock_detail::sleeps.fetch_add(1, std::memory_order_relaxed);
+      struct timespec timeout = {0, SLEEP_NS};
+      // Returns at once if the lock was let go meanwhile (EAGAIN), on a signal, or on
+      // the timeout.
+      syscall(SYS_futex, futex_word(state_), FUTEX_WAIT_PRIVATE, LOCKED, &timeout, nullptr, 0);
+    }
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
   errno = saved_errno;
 }

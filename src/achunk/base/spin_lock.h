@@ -1,8 +1,10 @@
 // Base layer: a small lock for short critical sections (a few list operations). A waiter
 // spins briefly, then sleeps on a futex until the holder's unlock wakes it: a yield loop
 // on an oversubscribed machine leaves the waiter off the CPU for whole timeslices after
-// the lock is free. It never allocates, so the allocator itself can use it. It can
-// also be held for fork(): then the forking thread enters it freely (see fork_lock()),
+// the lock is free. The unlock stays a plain store (an atomic exchange there cost the
+// chunk cache's hit 40%), so a wake can be missed in a rare race; a sleeper also wakes
+// after 1 ms and looks again. It never allocates, so the allocator itself can use it. It
+// can also be held for fork(): then the forking thread enters it freely (see fork_lock()),
 // so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
 // Every lock says at construction whether fork() holds it (ForkRole), and the process
 // tallies live locks per role, so a test can prove the fork-lock registry (fork_locks.h)
@@ -72,21 +74,13 @@ class SpinLock {
   bool is_static() const { return static_; }
 
   void lock() {
-    // On a lock held for fork this changes nothing: state_ is already non-zero.
-    uint32_t free_state = FREE;
-    if (__builtin_expect(
-            state_.compare_exchange_strong(free_state, LOCKED, std::memory_order_acquire,
-                                           std::memory_order_relaxed),
-            1)) {
-      return;
-    }
+    // On a lock held for fork this changes nothing: state_ is already LOCKED.
+    if (__builtin_expect(state_.exchange(LOCKED, std::memory_order_acquire) == FREE, 1)) return;
     lock_slow(true);
   }
   bool try_lock() {
-    uint32_t free_state = FREE;
     if (state_.load(std::memory_order_relaxed) == FREE &&
-        state_.compare_exchange_strong(free_state, LOCKED, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
+        state_.exchange(LOCKED, std::memory_order_acquire) == FREE) {
       return true;
     }
     return passes_for_fork();
@@ -116,23 +110,25 @@ class SpinLock {
   bool held() const { return state_.load(std::memory_order_relaxed) != FREE; }
 
  private:
-  // state_: FREE, LOCKED, or LOCKED with waiters that may sleep (their unlock must wake one).
   static constexpr uint32_t FREE = 0;
   static constexpr uint32_t LOCKED = 1;
-  static constexpr uint32_t SLEEPERS = 2;
 
   bool passes_for_fork() const {
     return fork_held_.load(std::memory_order_relaxed) && spin_lock_detail::forking_thread();
   }
   void release() {
-    if (state_.exchange(FREE, std::memory_order_release) == SLEEPERS) wake_one();
+    state_.store(FREE, std::memory_order_release);
+    // May read a sleeper's count before the store above is seen (no fence here): that
+    // sleeper then wakes after its 1 ms nap.
+    if (__builtin_expect(sleepers_.load(std::memory_order_relaxed) != 0, 0)) wake_one();
   }
   // for_fork_owner: whether the fork owner may pass a lock held for fork (not while the
   // fork's prepare handler is still taking the locks).
   void lock_slow(bool for_fork_owner);
   void wake_one();
 
-  std::atomic<uint32_t> state_{FREE};
+  std::atomic<uint32_t> state_{FREE};   // the futex word
+  std::atomic<uint32_t> sleepers_{0};   // waiters in or about to enter a futex wait
   std::atomic<bool> fork_held_{false};  // set only by the fork owner, while it holds the lock
   const ForkRole role_;
   const bool static_ = false;
