@@ -169,8 +169,13 @@ class ForkHold final : public ForkLockVisitor {
     held_.store(count_ + 1, std::memory_order_release);
     ++count_;
   }
-  void release() {
-    while (count_ > 0) locks_[--count_]->fork_unlock();
+  // in_child: in the child, where no thread of the parent's sleeps on a lock.
+  void release(bool in_child) {
+    while (count_ > 0) {
+      SpinLock* lock = locks_[--count_];
+      if (in_child) lock->forget_sleepers();
+      lock->fork_unlock();
+    }
     held_.store(0, std::memory_order_release);
   }
   int held() const { return held_.load(std::memory_order_acquire); }
@@ -193,9 +198,13 @@ void fork_prepare() {
   spin_lock_detail::fork_owner.store(spin_lock_detail::this_thread(), std::memory_order_release);
 }
 
-void fork_parent() {
+void release_fork_hold(bool in_child) {
   spin_lock_detail::fork_owner.store(nullptr, std::memory_order_release);
-  g_fork_hold.release();
+  g_fork_hold.release(in_child);
+}
+
+void fork_parent() {
+  release_fork_hold(false);
 }
 
 // -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
@@ -215,7 +224,7 @@ void fork_child() {
     global_detail::malloc_allocator.store(nullptr, std::memory_order_release);
     global_detail::malloc_allocator_id.store(0, std::memory_order_relaxed);
   }
-  fork_parent();
+  release_fork_hold(true);
 }
 
 // Readers of the region see generation 0 once the process exits.

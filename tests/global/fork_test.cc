@@ -76,6 +76,13 @@ int child_work() {
   if (!set_option("chunk_cache_ttl_ms", "0", err, sizeof(err))) return 7;
   ob_free(ob_malloc(3 << 20, ObMemAttr(OB_SERVER_TENANT_ID, "fork_child")));
   if (global_chunk_mgr().get_expired_unmaps() == expired) return 8;
+  // No lock counts a parent's sleeper: every unlock would make a futex call.
+  struct SleeperCheck final : ForkLockVisitor {
+    bool any = false;
+    void visit(SpinLock& lock, const char*) override { any = any || lock.has_sleepers(); }
+  } sleepers;
+  visit_fork_locks(sleepers);
+  if (sleepers.any) return 9;
   return 0;
 }
 

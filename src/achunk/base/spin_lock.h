@@ -68,7 +68,7 @@ class SpinLock {
   static int64_t alive(ForkRole role) {
     return spin_lock_detail::alive[static_cast<int>(role)].load(std::memory_order_relaxed);
   }
-  // Waits, on any lock, that slept until an unlock woke them.
+  // Futex naps of waiters, all locks together; each ends at an unlock's wake or after 1 ms.
   static int64_t sleeps() { return spin_lock_detail::sleeps.load(std::memory_order_relaxed); }
   ForkRole fork_role() const { return role_; }
   bool is_static() const { return static_; }
@@ -108,6 +108,10 @@ class SpinLock {
     release();
   }
   bool held() const { return state_.load(std::memory_order_relaxed) != FREE; }
+  bool has_sleepers() const { return sleepers_.load(std::memory_order_relaxed) != 0; }
+  // In a forked child, before fork_unlock(): the parent's sleepers are not in the child,
+  // and a count left behind would make every unlock there a futex syscall.
+  void forget_sleepers() { sleepers_.store(0, std::memory_order_relaxed); }
 
  private:
   static constexpr uint32_t FREE = 0;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -109,6 +110,35 @@ TEST(SpinLockTest, ForkUnlockWakesAThreadThatSleptOnALockHeldForFork) {
   lock.fork_unlock();
   waiter.join();
   EXPECT_FALSE(lock.held());
+}
+
+// A child forked while a thread slept on a lock inherits the count but not the thread;
+// forget_sleepers() (the fork handler's, for every registry lock) clears it.
+TEST(SpinLockTest, AForkedChildForgetsTheParentsSleepers) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  lock.lock();
+  const int64_t sleeps_before = SpinLock::sleeps();
+  std::atomic<pid_t> waiter_tid{0};
+  std::thread waiter([&] {
+    waiter_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    lock.lock();
+    lock.unlock();
+  });
+  while (waiter_tid.load() == 0) std::this_thread::yield();
+  ASSERT_TRUE(waits_asleep(waiter_tid.load(), sleeps_before));
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // exit_group directly: TSan's exit hook would report the parent's unjoined thread.
+    const bool inherited = lock.has_sleepers();
+    lock.forget_sleepers();
+    lock.unlock();
+    syscall(SYS_exit_group, inherited && !lock.has_sleepers() && !lock.held() ? 0 : 1);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  lock.unlock();
+  waiter.join();
 }
 
 }  // namespace
