@@ -29,11 +29,37 @@ char thread_state(pid_t tid) {
 bool waits_asleep(pid_t tid, int64_t sleeps_before) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (SpinLock::sleeps() > sleeps_before && thread_state(tid) == 'S') return true;
+    if (SpinLock::sleeps() > sleeps_before && (tid == 0 || thread_state(tid) == 'S')) {
+      return true;
+    }
     std::this_thread::yield();
   }
   return false;
 }
+
+// A thread that takes `lock`, runs `inside` and lets it go, started while the lock is
+// held elsewhere, so it waits.
+class Waiter {
+ public:
+  template <typename F>
+  Waiter(SpinLock& lock, F inside)
+      : thread_([this, &lock, inside] {
+          tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
+          lock.lock();
+          inside();
+          lock.unlock();
+        }) {
+    while (tid_.load() == 0) std::this_thread::yield();
+  }
+  // Whether it sleeps on the lock (see waits_asleep).
+  bool asleep() const { return waits_asleep(tid_.load(), sleeps_before_); }
+  void join() { thread_.join(); }
+
+ private:
+  const int64_t sleeps_before_ = SpinLock::sleeps();
+  std::atomic<pid_t> tid_{0};
+  std::thread thread_;
+};
 
 TEST(SpinLockTest, CountsStayExactUnderContention) {
   SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
@@ -59,19 +85,16 @@ TEST(SpinLockTest, CountsStayExactUnderContention) {
 TEST(SpinLockTest, AWaiterSleepsUntilTheUnlockWakesIt) {
   SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
   lock.lock();
-  const int64_t sleeps_before = SpinLock::sleeps();
-  std::atomic<pid_t> waiter_tid{0};
   std::atomic<bool> entered{false};
-  std::thread waiter([&] {
-    waiter_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
-    errno = 1234;
-    lock.lock();
+  Waiter waiter(lock, [&] {
     entered.store(true);
-    EXPECT_EQ(errno, 1234);  // a malloc that waited leaves its caller's errno alone
-    lock.unlock();
+    // A malloc that waited leaves its caller's errno alone: the thread's starts at 0, and
+    // the futex calls set EAGAIN or ETIMEDOUT.
+    EXPECT_EQ(errno, 0);
   });
-  while (waiter_tid.load() == 0) std::this_thread::yield();
-  EXPECT_TRUE(waits_asleep(waiter_tid.load(), sleeps_before));
+  EXPECT_TRUE(waiter.asleep());
+  // One more nap: the first ended by its timeout (ETIMEDOUT), which errno must not keep.
+  EXPECT_TRUE(waits_asleep(0, SpinLock::sleeps()));
   EXPECT_FALSE(entered.load());
   lock.unlock();
   waiter.join();
@@ -98,15 +121,8 @@ TEST(SpinLockTest, ForkUnlockWakesAThreadThatSleptOnALockHeldForFork) {
   lock.fork_lock();
   lock.unlock();  // the fork owner leaves it held
   EXPECT_TRUE(lock.held());
-  const int64_t sleeps_before = SpinLock::sleeps();
-  std::atomic<pid_t> waiter_tid{0};
-  std::thread waiter([&] {
-    waiter_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
-    lock.lock();
-    lock.unlock();
-  });
-  while (waiter_tid.load() == 0) std::this_thread::yield();
-  EXPECT_TRUE(waits_asleep(waiter_tid.load(), sleeps_before));
+  Waiter waiter(lock, [] {});
+  EXPECT_TRUE(waiter.asleep());
   lock.fork_unlock();
   waiter.join();
   EXPECT_FALSE(lock.held());
@@ -117,15 +133,8 @@ TEST(SpinLockTest, ForkUnlockWakesAThreadThatSleptOnALockHeldForFork) {
 TEST(SpinLockTest, AForkedChildForgetsTheParentsSleepers) {
   SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
   lock.lock();
-  const int64_t sleeps_before = SpinLock::sleeps();
-  std::atomic<pid_t> waiter_tid{0};
-  std::thread waiter([&] {
-    waiter_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
-    lock.lock();
-    lock.unlock();
-  });
-  while (waiter_tid.load() == 0) std::this_thread::yield();
-  ASSERT_TRUE(waits_asleep(waiter_tid.load(), sleeps_before));
+  Waiter waiter(lock, [] {});
+  EXPECT_TRUE(waiter.asleep());
   // The waiter leaves the count for a few instructions between its 1 ms naps: a child
   // forked in that gap has nothing to forget (exit 2) and the fork is tried again.
   int status = -1;
