@@ -22,31 +22,46 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
 }
 
 int64_t BlockSet::wash_free_spans() {
-  return wash_spans_freed_by(INT64_MAX) + trim_idle_slack(INT64_MAX);
+  bool failed = false;
+  return wash_spans_freed_by(INT64_MAX, INT64_MAX, &failed) + trim_idle_slack(INT64_MAX);
 }
 
 int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
   const int64_t cutoff = source_.now_us() - min_free_us;
-  return wash_spans_freed_by(cutoff) + trim_idle_slack(cutoff);
+  bool failed = false;
+  return wash_spans_freed_by(cutoff, INT64_MAX, &failed) + trim_idle_slack(cutoff);
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   const int64_t idle = source_.span_idle_us();
-  if (idle < 0 || now_us - last_check_us_ < idle / 4) return 0;
-  last_check_us_ = now_us;
-  return wash_spans_freed_by(now_us - idle) + trim_idle_slack(now_us - idle);
+  if (idle < 0 || now_us < next_look_us_) return 0;
+  const int64_t cutoff = now_us - idle;
+  bool failed = false;
+  const int64_t washed =
+      wash_spans_freed_by(cutoff, WASH_PER_FREE, &failed) + trim_idle_slack(cutoff, WASH_PER_FREE);
+  // A refusal waits, as a look without a backlog does: the OS is not asked at every free.
+  next_look_us_ = !failed && stale_left(cutoff) ? now_us : now_us + idle / 4;
+  return washed;
 }
 
-int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us) {
+bool BlockSet::stale_left(int64_t cutoff_us) {
+  return (dirty_head_ != nullptr && free_span(dirty_head_)->freed_us <= cutoff_us) ||
+         (slack_head_ != nullptr && slack_of(slack_head_)->since_us <= cutoff_us);
+}
+
+int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us, int64_t max_spans, bool* failed) {
   int64_t washed = 0;
   ABlock* block = dirty_head_;
-  while (block != nullptr) {
+  for (int64_t n = 0; block != nullptr && n < max_spans; ++n) {
     ++wash_visits_;
     FreeSpan* state = free_span(block);
     if (state->freed_us > cutoff_us) break;
     ABlock* next = state->dirty_next;
     const int64_t bytes = block->nblocks_ * ABLOCK_SIZE;
-    if (source_.release_pages(block_data(block), bytes) != 0) break;  // try again next time
+    if (source_.release_pages(block_data(block), bytes) != 0) {  // try again next time
+      *failed = true;
+      break;
+    }
     // A washed span stays clean while free: nobody touches a free span's pages.
     unlink_dirty(block);
     state->washed = true;

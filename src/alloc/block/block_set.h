@@ -56,9 +56,10 @@ class BlockSet {
   // glibc's mmapped chunks do. A shrink keeps the mapping's tail until trim_idle_slack.
   ABlock* resize_dedicated(ABlock* block, int64_t bytes);
   // Unmaps the tails that dedicated chunks kept when they shrank and that no resize has
-  // touched since `cutoff_us` (ChunkSource::trim_chunk), oldest first: O(trimmed + 1).
-  // Returns the bytes unmapped. The idle washes call it with the span idle time.
-  int64_t trim_idle_slack(int64_t cutoff_us);
+  // touched since `cutoff_us` (ChunkSource::trim_chunk), oldest first, at most
+  // `max_tails`: O(trimmed + 1). Returns the bytes unmapped. The idle washes call it with
+  // the span idle time.
+  int64_t trim_idle_slack(int64_t cutoff_us, int64_t max_tails = INT64_MAX);
   // Dedicated chunks keeping a tail past their request.
   int64_t slack_chunks() const { return slack_cnt_; }
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
@@ -88,11 +89,13 @@ class BlockSet {
   // both ways, and nothing else is on it. O(free spans): for tests.
   bool dirty_list_consistent() const;
   void put_back_span(ABlock* block, bool washed);
-  // On span frees, without a thread (as the chunk layer evicts on free_chunk): every
-  // quarter of the source's span idle time, washes the spans free for a whole idle time;
-  // never when that is negative; and unmaps the tails kept as long. Returns the bytes
-  // washed and unmapped.
+  // On span frees, without a thread (as the chunk layer evicts on free_chunk): washes
+  // the oldest span free for a whole span idle time and unmaps the oldest tail kept as
+  // long, at most one of each (WASH_PER_FREE), so no free pays for a whole backlog. While
+  // a backlog is left the next free looks again; else the next look waits a quarter of
+  // the idle time. Never when that is negative. Returns the bytes washed and unmapped.
   int64_t wash_stale_spans_if_due(int64_t now_us);
+  static constexpr int64_t WASH_PER_FREE = 1;
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
   // no valid span header covers it.
@@ -159,8 +162,11 @@ class BlockSet {
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
-  // Washes the free spans not washed yet that became free at or before `cutoff_us`.
-  int64_t wash_spans_freed_by(int64_t cutoff_us);
+  // Washes the free spans not washed yet that became free at or before `cutoff_us`, the
+  // oldest first, at most `max_spans`; *failed tells whether the OS refused one.
+  int64_t wash_spans_freed_by(int64_t cutoff_us, int64_t max_spans, bool* failed);
+  // Whether a span or a kept tail has waited since `cutoff_us` or before.
+  bool stale_left(int64_t cutoff_us);
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
     int64_t freed_us;  // when the span (as it is now) became free
@@ -208,7 +214,7 @@ class BlockSet {
   uint64_t avail_bits_[4] = {};            // bit n: free_lists_[n] is not empty
   int64_t hold_ = 0;
   int64_t used_ = 0;
-  int64_t last_check_us_ = 0;  // when wash_stale_spans_if_due last looked
+  int64_t next_look_us_ = 0;  // when wash_stale_spans_if_due looks next
   // Dedicated chunks with a kept tail, oldest resize first (see Slack).
   AChunk* slack_head_ = nullptr;
   AChunk* slack_tail_ = nullptr;

@@ -148,9 +148,11 @@ void BlockSet::unlink_slack(AChunk* chunk) {
   --slack_cnt_;
 }
 
-int64_t BlockSet::trim_idle_slack(int64_t cutoff_us) {
+int64_t BlockSet::trim_idle_slack(int64_t cutoff_us, int64_t max_tails) {
   int64_t trimmed = 0;
-  while (slack_head_ != nullptr && slack_of(slack_head_)->since_us <= cutoff_us) {
+  for (int64_t n = 0;
+       n < max_tails && slack_head_ != nullptr && slack_of(slack_head_)->since_us <= cutoff_us;
+       ++n) {
     AChunk* chunk = slack_head_;
     unlink_slack(chunk);
     // In place (a shrink never moves), and the request's hold is unchanged.

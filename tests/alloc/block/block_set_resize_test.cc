@@ -214,5 +214,25 @@ TEST_F(BlockSetResizeTest, ShrunkDedicatedChunksKeepTheirTailsUntilIdle) {
   expect_consistent();
 }
 
+// Stale tails go back one a free, oldest first, so no free pays for every tail at once.
+TEST_F(BlockSetResizeTest, AFreeUnmapsOneStaleTailAndTheNextFreesTheRest) {
+  BlockSet set(source_);
+  std::vector<ABlock*> big;
+  for (int i = 0; i < 3; ++i) {
+    ABlock* b = set.alloc_block(9 * MB);
+    ASSERT_TRUE(b != nullptr && b->dedicated());
+    big.push_back(set.resize_dedicated(b, 3 * MB));
+  }
+  EXPECT_EQ(set.slack_chunks(), 3);
+  clock_.advance_ms(2'000);
+  for (int64_t left : {2, 1, 0}) {
+    set.free_block(set.alloc_block(ABLOCK_SIZE));
+    EXPECT_EQ(set.slack_chunks(), left);
+    EXPECT_EQ(mgr_.get_stats(false).slack_trims, 3 - left);
+  }
+  free_all(set, {big[0], big[1], big[2]});
+  expect_consistent();
+}
+
 }  // namespace
 }  // namespace achunk::testing

@@ -209,6 +209,50 @@ TEST_F(BlockSetTest, WashingLooksOnlyAtTheSpansItWashes) {
   EXPECT_EQ(set.hold(), 0);
 }
 
+TEST_F(BlockSetTest, AFreeWashesOneStaleSpanAndTheNextFreesTakeTheRest) {
+  // A backlog of stale spans is washed one span a free, never all by one free: with 50
+  // stale spans, each of the next 50 frees makes one madvise and looks at one span.
+  source_.set_span_idle_ms(1'000);
+  BlockSet set(source_);
+  constexpr int STALE = 50, RECENT = 60;
+  std::vector<ABlock*> blocks;
+  for (int i = 0; i < 2 * (STALE + RECENT); ++i) blocks.push_back(set.alloc_block(ABLOCK_SIZE));
+  for (ABlock* b : blocks) std::memset(block_data(b), 1, ABLOCK_SIZE);
+  size_t next = 0;
+  auto free_one = [&] {  // every other block, so no two free spans merge
+    set.free_block(blocks[next + 1]);
+    next += 2;
+  };
+  for (int i = 0; i < STALE; ++i) free_one();
+  clock_.advance_ms(2'000);
+  for (int i = 1; i <= STALE; ++i) {
+    const int64_t calls = os_.release_calls();
+    const uint64_t visits = set.wash_visits();
+    free_one();
+    EXPECT_EQ(os_.release_calls() - calls, 1) << i;
+    EXPECT_EQ(set.wash_visits() - visits, 1u) << i;
+  }
+  EXPECT_EQ(os_.released_bytes(), STALE * ABLOCK_SIZE);
+  // The backlog is gone: the next look waits a quarter of the idle time.
+  uint64_t visits = set.wash_visits();
+  free_one();
+  EXPECT_EQ(set.wash_visits(), visits);
+  // A refusal waits too rather than asking the OS again at every free.
+  clock_.advance_ms(2'000);
+  os_.fail_next_releases(1);
+  free_one();
+  EXPECT_EQ(os_.released_bytes(), STALE * ABLOCK_SIZE);
+  visits = set.wash_visits();
+  free_one();
+  EXPECT_EQ(set.wash_visits(), visits);
+  clock_.advance_ms(250);
+  free_one();
+  EXPECT_EQ(os_.released_bytes(), (STALE + 1) * ABLOCK_SIZE);
+  for (size_t i = 0; i < blocks.size(); i += 2) set.free_block(blocks[i]);
+  for (size_t i = next + 1; i < blocks.size(); i += 2) set.free_block(blocks[i]);
+  EXPECT_EQ(set.hold(), 0);
+}
+
 }  // namespace
 }  // namespace achunk::testing
 

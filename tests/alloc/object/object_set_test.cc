@@ -464,8 +464,12 @@ TEST_F(ObjectSetTest, SpanFreesWashSpansThatStayedFreeForTheSpanIdleTime) {
   ObjectSet::free_span(spacer3);
   EXPECT_EQ(os_.released_bytes(), first);
   clock_.advance_ms(31'000);
-  // The look before the merge: a+spacer1+b (free 51 s) and c+spacer3 (31 s) are washed,
-  // 10 blocks; then spacer2 joins them into one dirty span of 12 blocks.
+  // a+spacer1+b (free 51 s) and c+spacer3 (31 s) are stale: a free washes one, the oldest,
+  // and the next free looks again at once for the other.
+  ObjectSet::free_span(set.alloc_span(ABLOCK_SIZE));  // from the untouched tail
+  EXPECT_EQ(os_.released_bytes(), first + 6 * ABLOCK_SIZE);
+  // The look before the merge: c+spacer3 is washed; then spacer2 joins them into one
+  // dirty span of 12 blocks.
   ObjectSet::free_span(spacer2);
   const int64_t second = os_.released_bytes();
   EXPECT_EQ(second, first + 10 * ABLOCK_SIZE);
