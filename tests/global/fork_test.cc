@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <string>
@@ -279,6 +280,49 @@ TEST_F(ForkTest, ForkWhileEveryOperationRuns) {
   stop.store(true);
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures, 0);
+}
+
+// A usage scan lets go of the shard between chunks, and fork holds the shards, not the
+// scan: a fork in the middle of a scan waits for one chunk's visit, and the child, which
+// has no scanner, scans on its own (child_work prints usage).
+TEST_F(ForkTest, AForkDoesNotWaitForAUsageScan) {
+  ObjectSet& set =
+      global_malloc_allocator().get_tenant_ctx_allocator(OB_SERVER_TENANT_ID, 0)->object_set();
+  std::vector<void*> spans;  // one 2 MiB chunk each: the scan has turns between them
+  for (int i = 0; i < 4; ++i) {
+    spans.push_back(ob_malloc(1536 * 1024, ObMemAttr(OB_SERVER_TENANT_ID, "fork_scan")));
+    ASSERT_NE(spans.back(), nullptr);
+  }
+  const int64_t chunks = set.object_mgr().sum([](BlockSet& bs) { return bs.chunk_count(); });
+  std::atomic<int> turns{0};
+  std::atomic<bool> forked{false};
+  std::atomic<bool> gave_up{false};
+  int64_t visits = 0;
+  std::thread scanner([&] {
+    set.object_mgr().for_each_chunk_in_turn(
+        [&](BlockSet&, AChunk*) { ++visits; },
+        [&] {
+          if (turns.fetch_add(1) > 0) return;
+          // The first turn waits for the fork to be done. A fork that waited for the scan
+          // would wait for this turn, and this turn for it, until the deadline.
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (!forked.load()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+              gave_up.store(true);
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        });
+  });
+  while (turns.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int status = fork_and_work();
+  forked.store(true);
+  scanner.join();
+  EXPECT_EQ(status, 0);
+  EXPECT_FALSE(gave_up.load());
+  EXPECT_EQ(visits, chunks);  // the paused scan still visits every chunk once
+  for (void* p : spans) ob_free(p);
 }
 
 #if defined(__SANITIZE_THREAD__)

@@ -112,6 +112,12 @@ class SpinLock {
   // In a forked child, before fork_unlock(): the parent's sleepers are not in the child,
   // and a count left behind would make every unlock there a futex syscall.
   void forget_sleepers() { sleepers_.store(0, std::memory_order_relaxed); }
+  // In a forked child, for a lock fork() does not hold: its holder and its sleepers may be
+  // threads of the parent's, which the child does not have. Free for the child's threads.
+  void reset_in_child() {
+    forget_sleepers();
+    state_.store(FREE, std::memory_order_relaxed);
+  }
 
  private:
   static constexpr uint32_t FREE = 0;

@@ -113,7 +113,6 @@ AChunk* ObjectMgr::next_unvisited(const BlockSet& bs, ScanCursor& cursor) {
 
 void ObjectMgr::visit_fork_locks(ForkLockVisitor& v) {
   v.visit(wash_lock_, "object_mgr.wash");
-  v.visit(scan_lock_, "object_mgr.scan");
   for (SubObjectMgr& s : shards_) v.visit(s.lock_, "object_mgr.shard");
 }
 

@@ -103,11 +103,13 @@ class ObjectMgr {
   // chunks kept as long are unmapped under the shard's lock (BlockSet::trim_idle_slack).
   // Returns the bytes washed and unmapped.
   int64_t wash_stale_spans(int64_t min_free_us);
-  // fork(): the washer's lock, the scanner's, then every shard's lock, held across the
-  // fork (so no span is ever off the free lists for washing in a child, and a child's scan
-  // never waits for a parent's thread).
+  // fork(): the washer's lock, then every shard's lock, held across the fork (so no span
+  // is ever off the free lists for washing in a child).
   void visit_fork_locks(ForkLockVisitor& v);
-  static constexpr int FORK_LOCKS = 2 + MAX_SHARDS;  // the locks visit_fork_locks visits
+  // In a forked child (the atfork child handler): a scan the parent was running is not
+  // in the child, so its lock is let go (scan_lock_).
+  void on_fork_child() { scan_lock_.reset_in_child(); }
+  static constexpr int FORK_LOCKS = 1 + MAX_SHARDS;  // the locks visit_fork_locks visits
 
  private:
   template <size_t... I>
@@ -133,7 +135,12 @@ class ObjectMgr {
   static AChunk* next_unvisited(const BlockSet& bs, ScanCursor& cursor);
 
   SpinLock wash_lock_;  // one washer at a time; taken before any shard lock
-  SpinLock scan_lock_;  // one usage scan at a time (chunk marks); taken before any shard lock
+  // One usage scan at a time (chunk marks); taken before any shard lock. Not held for
+  // fork: a scan holds it through its whole walk but a shard's lock for one chunk at a
+  // time, and fork holds the shards, so a fork waits for one chunk's visit, not for the
+  // scan. A child that inherits it held (its scanner is not there) resets it
+  // (on_fork_child); the marks the scan left on its chunks are no later scan's.
+  SpinLock scan_lock_{ForkRole::NOT_HELD};
   std::atomic<int> open_{1};
   // The window lock_any judges contention over: collisions since it began, and the
   // acquisitions count when it began.

@@ -449,6 +449,10 @@ bool ObjectSet::carve(ABlock* block) {
 
 void ObjectSet::on_fork_child() {
   object_set_tls::fork_generation.fetch_add(1, std::memory_order_relaxed);
+  // The set list's lock is still held for the fork: the list cannot change.
+  for (auto& slot : g_sets) {
+    if (ObjectSet* set = slot.load(std::memory_order_acquire)) set->mgr_.on_fork_child();
+  }
 }
 
 void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {

@@ -184,7 +184,8 @@ class ObjectSet {
   // stacks and its block shards.
   static constexpr int FORK_LOCKS = 1 + SIZE_CLASS_COUNT + ObjectMgr::FORK_LOCKS;
   // In a forked child (from the atfork child handler): threads started from now on get
-  // markers of a new generation.
+  // markers of a new generation, and every set's usage scan lock is free
+  // (ObjectMgr::on_fork_child).
   static void on_fork_child();
   // Gives the calling thread's heap back: empty slabs stay warm for the next heaps
   // (keep_warm) or return to the BlockSet, slabs with
