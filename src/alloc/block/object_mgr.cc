@@ -61,8 +61,7 @@ SubObjectMgr& ObjectMgr::lock_contended(int n, int start) {
   return acquired(shards_[start]);
 }
 
-int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
-  std::lock_guard<SpinLock> washer(wash_lock_);
+int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us, BetweenBatches between) {
   int64_t washed = 0;
   for (int i = 0, n = open_shards(); i < n; ++i) {
     SubObjectMgr& shard = shards_[i];
@@ -73,6 +72,8 @@ int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
       washed += bs.trim_idle_slack(cutoff);
     }
     for (bool failed = false; !failed;) {
+      // No span is off the lists outside this hold, so a fork between batches is safe.
+      std::unique_lock<SpinLock> washer(wash_lock_);
       ABlock* spans[WASH_BATCH];
       int taken;
       {
@@ -87,8 +88,12 @@ int64_t ObjectMgr::wash_stale_spans(int64_t min_free_us) {
         washed += ok[k] ? bytes : 0;
         failed = failed || !ok[k];  // the OS refuses: try again next time
       }
-      std::lock_guard<SpinLock> guard(shard.lock_);
-      for (int k = 0; k < taken; ++k) bs.put_back_span(spans[k], ok[k]);
+      {
+        std::lock_guard<SpinLock> guard(shard.lock_);
+        for (int k = 0; k < taken; ++k) bs.put_back_span(spans[k], ok[k]);
+      }
+      washer.unlock();
+      between(wash_lock_);
     }
   }
   return washed;

@@ -99,10 +99,18 @@ class ObjectMgr {
   }
   // Washes every free span of every open shard free for `min_free_us` or longer, the
   // madvise calls outside the shard locks (BlockSet::take_stale_spans): a thread that
-  // allocates meanwhile never waits for them. One washer at a time. Tails that dedicated
-  // chunks kept as long are unmapped under the shard's lock (BlockSet::trim_idle_slack).
-  // Returns the bytes washed and unmapped.
-  int64_t wash_stale_spans(int64_t min_free_us);
+  // allocates meanwhile never waits for them. Tails that dedicated chunks kept as long
+  // are unmapped under the shard's lock (BlockSet::trim_idle_slack). The washer's lock,
+  // which fork holds, is held for one batch of WASH_BATCH spans (the time spans are off
+  // the free lists) and let go between batches, where between(wash lock) runs (tests pass
+  // their own): by default it yields if someone waits, so a fork waits for one batch's
+  // madvise calls, not the whole wash. Returns the bytes washed and unmapped.
+  using BetweenBatches = void (*)(SpinLock& wash_lock);
+  int64_t wash_stale_spans(int64_t min_free_us, BetweenBatches between = &yield_to_waiters);
+  static void yield_to_waiters(SpinLock& lock) {
+    if (lock.has_sleepers()) sched_yield();
+  }
+  static constexpr int WASH_BATCH = 16;
   // fork(): the washer's lock, then every shard's lock, held across the fork (so no span
   // is ever off the free lists for washing in a child).
   void visit_fork_locks(ForkLockVisitor& v);
@@ -121,8 +129,6 @@ class ObjectMgr {
   // The slow half of lock_any: every open shard (n of them) was busy.
   SubObjectMgr& lock_contended(int n, int start);
 
-  static constexpr int WASH_BATCH = 16;
-
   // Where a scan of one shard stands.
   struct ScanCursor {
     uint64_t mark;           // this scan's, unique in the process
@@ -134,7 +140,7 @@ class ObjectMgr {
   // The shard's lock held: the next chunk of `bs` the scan has not visited, or nullptr.
   static AChunk* next_unvisited(const BlockSet& bs, ScanCursor& cursor);
 
-  SpinLock wash_lock_;  // one washer at a time; taken before any shard lock
+  SpinLock wash_lock_;  // one batch of washing at a time; taken before any shard lock
   // One usage scan at a time (chunk marks); taken before any shard lock. Not held for
   // fork: a scan holds it through its whole walk but a shard's lock for one chunk at a
   // time, and fork holds the shards, so a fork waits for one chunk's visit, not for the

@@ -204,6 +204,40 @@ TEST_F(ObjectMgrTest, SetTotalsAndScansCoverEveryShard) {
   EXPECT_EQ(set.hold(), 0);
 }
 
+// What the wash's between-batches hook saw (a plain function: no captures).
+struct WashTurns {
+  static inline int count = 0;
+  static inline bool lock_was_free = true;
+  static void between(SpinLock& wash_lock) {
+    ++count;
+    const bool got = wash_lock.try_lock();
+    lock_was_free = lock_was_free && got;
+    if (got) wash_lock.unlock();
+  }
+};
+
+// The washer's lock, which fork holds, is held for one batch of spans at a time: between
+// batches it is free, so a fork waits for one batch's madvise calls, not the whole wash.
+TEST_F(ObjectMgrTest, AWashLetsTheWashLockGoBetweenBatches) {
+  source_.set_span_idle_ms(-1);  // only the call below washes
+  ObjectSet set(source_);
+  ObjectMgr& mgr = set.object_mgr();
+  constexpr int SPANS = 40;  // with the chunk's tail: batches of 16, 16 and 9
+  std::vector<ABlock*> spans;
+  for (int i = 0; i < 2 * SPANS; ++i) spans.push_back(set.alloc_span(ABLOCK_SIZE));
+  for (int i = 1; i < 2 * SPANS; i += 2) ObjectSet::free_span(spans[i]);  // none merge
+  WashTurns::count = 0;
+  WashTurns::lock_was_free = true;
+  const int64_t calls = os_.release_calls();
+  EXPECT_GE(mgr.wash_stale_spans(0, &WashTurns::between), SPANS * ABLOCK_SIZE);
+  const int64_t washed_spans = os_.release_calls() - calls;
+  EXPECT_GE(washed_spans, SPANS);
+  EXPECT_EQ(WashTurns::count, (washed_spans + ObjectMgr::WASH_BATCH - 1) / ObjectMgr::WASH_BATCH);
+  EXPECT_TRUE(WashTurns::lock_was_free);
+  for (int i = 0; i < 2 * SPANS; i += 2) ObjectSet::free_span(spans[i]);
+  EXPECT_EQ(set.span_used(), 0);
+}
+
 // A usage scan visits every chunk once, holding its shard's lock for one chunk a turn and
 // letting it go between turns.
 TEST_F(ObjectMgrTest, AScanVisitsEachChunkOnceAndLetsTheShardGoBetweenChunks) {
