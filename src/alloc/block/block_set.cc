@@ -22,14 +22,12 @@ int64_t BlockSet::span_bytes(const ABlock* block) {
 }
 
 int64_t BlockSet::wash_free_spans() {
-  bool failed = false;
-  return wash_spans_freed_by(INT64_MAX, INT64_MAX, &failed) + trim_idle_slack(INT64_MAX);
+  return wash_spans_freed_by(INT64_MAX) + trim_idle_slack(INT64_MAX);
 }
 
 int64_t BlockSet::wash_stale_spans(int64_t min_free_us) {
   const int64_t cutoff = source_.now_us() - min_free_us;
-  bool failed = false;
-  return wash_spans_freed_by(cutoff, INT64_MAX, &failed) + trim_idle_slack(cutoff);
+  return wash_spans_freed_by(cutoff) + trim_idle_slack(cutoff);
 }
 
 int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
@@ -44,7 +42,7 @@ int64_t BlockSet::wash_stale_spans_if_due(int64_t now_us) {
   return washed;
 }
 
-bool BlockSet::stale_left(int64_t cutoff_us) {
+bool BlockSet::stale_left(int64_t cutoff_us) const {
   return (dirty_head_ != nullptr && free_span(dirty_head_)->freed_us <= cutoff_us) ||
          (slack_head_ != nullptr && slack_of(slack_head_)->since_us <= cutoff_us);
 }
@@ -59,7 +57,7 @@ int64_t BlockSet::wash_spans_freed_by(int64_t cutoff_us, int64_t max_spans, bool
     ABlock* next = state->dirty_next;
     const int64_t bytes = block->nblocks_ * ABLOCK_SIZE;
     if (source_.release_pages(block_data(block), bytes) != 0) {  // try again next time
-      *failed = true;
+      if (failed != nullptr) *failed = true;
       break;
     }
     // A washed span stays clean while free: nobody touches a free span's pages.

@@ -163,10 +163,11 @@ class BlockSet {
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
   // Washes the free spans not washed yet that became free at or before `cutoff_us`, the
-  // oldest first, at most `max_spans`; *failed tells whether the OS refused one.
-  int64_t wash_spans_freed_by(int64_t cutoff_us, int64_t max_spans, bool* failed);
+  // oldest first, at most `max_spans`; *failed (if given) tells whether the OS refused one.
+  int64_t wash_spans_freed_by(int64_t cutoff_us, int64_t max_spans = INT64_MAX,
+                              bool* failed = nullptr);
   // Whether a span or a kept tail has waited since `cutoff_us` or before.
-  bool stale_left(int64_t cutoff_us);
+  bool stale_left(int64_t cutoff_us) const;
   // Free-span state, kept in the head's owner area while the span is free.
   struct FreeSpan {
     int64_t freed_us;  // when the span (as it is now) became free
