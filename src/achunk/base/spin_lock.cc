@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,12 +53,16 @@ void SpinLock::lock_slow(bool for_fork_owner) {
     cpu_relax();
   }
   const int saved_errno = errno;  // malloc's caller keeps its errno
+  // Counted from the first sleep until the lock is had (not just between naps), so
+  // hand_off() can tell a woken waiter that has yet to take the lock from none at all.
+  bool counted = false;
   for (;;) {
     if (for_fork_owner && passes_for_fork()) break;
     if (state_.exchange(LOCKED, std::memory_order_acquire) == FREE) break;
     // Announce the sleep, then look once more: an unlock before the announcement is seen
     // here, one after it sees the announcement (or, racing, the timeout covers it).
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    if (!counted) sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    counted = true;
     if (state_.load(std::memory_order_seq_cst) != FREE) {
       spin_lock_detail::sleeps.fetch_add(1, std::memory_order_relaxed);
       struct timespec timeout = {0, SLEEP_NS};
@@ -65,9 +70,19 @@ void SpinLock::lock_slow(bool for_fork_owner) {
       // the timeout.
       syscall(SYS_futex, futex_word(state_), FUTEX_WAIT_PRIVATE, LOCKED, &timeout, nullptr, 0);
     }
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
+  if (counted) sleepers_.fetch_sub(1, std::memory_order_release);
   errno = saved_errno;
+}
+
+bool SpinLock::hand_off(int max_yields) {
+  // A sleeper leaves the count only once it has the lock, so no count (or the lock held
+  // by someone) means one had its turn, or none waited.
+  for (int i = 0; i < max_yields; ++i) {
+    if (held() || !has_sleepers()) return true;
+    sched_yield();
+  }
+  return held() || !has_sleepers();
 }
 
 void SpinLock::wake_one() {

@@ -108,7 +108,13 @@ class SpinLock {
     release();
   }
   bool held() const { return state_.load(std::memory_order_relaxed) != FREE; }
+  // Waiters that went to sleep on the lock and have not had it yet.
   bool has_sleepers() const { return sleepers_.load(std::memory_order_relaxed) != 0; }
+  // Just after unlock(), by a thread that will take the lock again at once (a loop of
+  // holds): if a waiter sleeps, yields until one has had the lock, at most max_yields
+  // times, so the loop cannot take it back first each time and starve the waiter.
+  // False when it stopped at max_yields with a waiter still asleep.
+  bool hand_off(int max_yields);
   // In a forked child, before fork_unlock(): the parent's sleepers are not in the child,
   // and a count left behind would make every unlock there a futex syscall.
   void forget_sleepers() { sleepers_.store(0, std::memory_order_relaxed); }

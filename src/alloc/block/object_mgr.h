@@ -103,13 +103,14 @@ class ObjectMgr {
   // are unmapped under the shard's lock (BlockSet::trim_idle_slack). The washer's lock,
   // which fork holds, is held for one batch of WASH_BATCH spans (the time spans are off
   // the free lists) and let go between batches, where between(wash lock) runs (tests pass
-  // their own): by default it yields if someone waits, so a fork waits for one batch's
+  // their own): by default it hands the lock to a waiter, so a fork waits for one batch's
   // madvise calls, not the whole wash. Returns the bytes washed and unmapped.
   using BetweenBatches = void (*)(SpinLock& wash_lock);
   int64_t wash_stale_spans(int64_t min_free_us, BetweenBatches between = &yield_to_waiters);
-  static void yield_to_waiters(SpinLock& lock) {
-    if (lock.has_sleepers()) sched_yield();
-  }
+  static void yield_to_waiters(SpinLock& lock) { lock.hand_off(HAND_OFF_YIELDS); }
+  // The washer's longest wait for a woken waiter to take the lock: about a millisecond
+  // of yields, the nap that ends a sleep whose wake was lost.
+  static constexpr int HAND_OFF_YIELDS = 1000;
   static constexpr int WASH_BATCH = 16;
   // fork(): the washer's lock, then every shard's lock, held across the fork (so no span
   // is ever off the free lists for washing in a child).

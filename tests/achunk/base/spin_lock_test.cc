@@ -135,24 +135,43 @@ TEST(SpinLockTest, AForkedChildForgetsTheParentsSleepers) {
   lock.lock();
   Waiter waiter(lock, [] {});
   EXPECT_TRUE(waiter.asleep());
-  // The waiter leaves the count for a few instructions between its 1 ms naps: a child
-  // forked in that gap has nothing to forget (exit 2) and the fork is tried again.
-  int status = -1;
-  for (int tries = 0; tries < 20; ++tries) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      // exit_group directly: TSan's exit hook would report the parent's unjoined thread.
-      if (!lock.has_sleepers()) syscall(SYS_exit_group, 2);
-      lock.forget_sleepers();
-      lock.unlock();
-      syscall(SYS_exit_group, !lock.has_sleepers() && !lock.held() ? 0 : 1);
-    }
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 2) break;
+  // The waiter stays counted between its 1 ms naps, until it has the lock.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // exit_group directly: TSan's exit hook would report the parent's unjoined thread.
+    if (!lock.has_sleepers()) syscall(SYS_exit_group, 2);
+    lock.forget_sleepers();
+    lock.unlock();
+    syscall(SYS_exit_group, !lock.has_sleepers() && !lock.held() ? 0 : 1);
   }
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   lock.unlock();
   waiter.join();
+}
+
+// A loop that lets the lock go and takes it again at once (the housekeeping wash between
+// batches) hands it to a sleeping waiter first: hand_off() returns only once the waiter
+// had it, so the loop's next lock() waits for the waiter's unlock. A single sched_yield
+// in its place returned before the woken waiter ran, and the loop took the lock back.
+TEST(SpinLockTest, HandOffLetsASleepingWaiterHaveTheLockBeforeTheHolderTakesItBack) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  EXPECT_TRUE(lock.hand_off(0));      // nobody waits: at once
+  for (int round = 0; round < 20; ++round) {
+    lock.lock();
+    std::atomic<bool> had{false};
+    Waiter waiter(lock, [&] { had.store(true); });
+    ASSERT_TRUE(waiter.asleep());
+    lock.unlock();
+    // Generous: the bound only covers a waiter that never runs.
+    EXPECT_TRUE(lock.hand_off(100'000'000));
+    lock.lock();
+    EXPECT_TRUE(had.load()) << "round " << round;
+    EXPECT_FALSE(lock.has_sleepers());
+    lock.unlock();
+    waiter.join();
+  }
 }
 
 }  // namespace
