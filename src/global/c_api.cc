@@ -90,7 +90,7 @@ void* achunk_reallocarray(void* ptr, size_t count, size_t size) {
   return shim().reallocarray(ptr, count, size);
 }
 void* achunk_memalign(size_t alignment, size_t size) {
-  // Up to a cache line, the hit as posix_memalign's; a page alignment one call further in.
+  // Up to a page, the hit as posix_memalign's.
   if (void* p = achunk::aligned_hit(alignment, size)) return p;
   return shim().memalign(alignment, size);
 }

@@ -21,7 +21,7 @@ __attribute__((always_inline)) inline void* malloc_hit(size_t size) {
   return MallocShim::malloc_fast(malloc_allocator_id(), size);
 }
 
-// The same for an alignment that is a power of two (up to a cache line; nullptr above).
+// The same for an alignment that is a power of two (up to a page; nullptr above).
 __attribute__((always_inline)) inline void* aligned_hit(size_t alignment, size_t size) {
   if (!MallocShim::power_of_two(alignment)) return nullptr;
   return MallocShim::aligned_fast(malloc_allocator_id(), alignment, size);

@@ -39,8 +39,7 @@ class MallocShim {
   // The aligned calls' hit, inline as malloc_fast: `alignment` a power of two.
   __attribute__((always_inline)) static void* aligned_fast(uint32_t allocator_id, size_t alignment,
                                                            size_t size) {
-    return ObMallocAllocator::alloc_align_static_fast(allocator_id, static_cast<int64_t>(alignment),
-                                                      static_cast<int64_t>(size), GLIBC_ATTR);
+    return ObMallocAllocator::alloc_align_static_fast(allocator_id, alignment, size, GLIBC_ATTR);
   }
   // posix_memalign's rule: a power of two and a multiple of sizeof(void*).
   static bool posix_alignment(size_t alignment) {

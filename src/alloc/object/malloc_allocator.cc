@@ -382,18 +382,6 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   return fresh;
 }
 
-int ObMallocAllocator::class_for_alignment(int64_t align, int64_t size) {
-  if (size > SMALL_OBJECT_MAX) return -1;
-  if (align <= SLAB_ALIGN) return aligned_size_class(size);
-  if (align > PAGE_ALIGN) return -1;
-  const int sc = page_size_class(size);
-  const int64_t slide = size + align - 16;
-  if (slide <= SMALL_OBJECT_MAX && class_slot_size(size_class_of(slide)) < class_slot_size(sc)) {
-    return -1;
-  }
-  return sc;
-}
-
 void* ObMallocAllocator::alloc_align_in(int64_t align, int64_t size, const ObMemAttr& attr,
                                         bool static_attr) {
   if (align <= 0 || (align & (align - 1)) != 0 || align > MAX_ALIGN) {

@@ -64,18 +64,22 @@ class ObMallocAllocator {
     }
     return nullptr;
   }
-  // alloc_align's hit, the same way: a power-of-two `align` up to a cache line, in an
-  // aligned class when above 16.
+  // alloc_align's hit, the same way: a power-of-two `align` up to a page, in an aligned
+  // class up to a cache line and in a page class above (class_for_alignment). Unsigned,
+  // as malloc's sizes are: an alignment of 2^63 is no small one.
   __attribute__((always_inline)) static void* alloc_align_static_fast(uint32_t allocator_id,
-                                                                      int64_t align, int64_t size,
+                                                                      uint64_t align, uint64_t size,
                                                                       const ObMemAttr& attr) {
-    if (align <= 16) return alloc_static_fast(allocator_id, size, attr);
+    if (align <= 16) return alloc_static_fast(allocator_id, static_cast<int64_t>(size), attr);
     const malloc_front::Entry& e = malloc_front::static_entry();
-    if (align <= SLAB_ALIGN && static_entry_valid(e, attr, allocator_id) &&
-        static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
-      return e.heap->alloc_object_fast_in(aligned_size_class(size), size, e.in_use_header);
+    if (align > static_cast<uint64_t>(PAGE_ALIGN) ||
+        size > static_cast<uint64_t>(SMALL_OBJECT_MAX) ||
+        !static_entry_valid(e, attr, allocator_id)) {
+      return nullptr;
     }
-    return nullptr;
+    const int sc = class_for_alignment(static_cast<int64_t>(align), static_cast<int64_t>(size));
+    if (sc < 0) return nullptr;
+    return e.heap->alloc_object_fast_in(sc, static_cast<int64_t>(size), e.in_use_header);
   }
   // Unique per instance, never 0.
   uint32_t id() const { return id_; }
@@ -91,9 +95,21 @@ class ObMallocAllocator {
   // thread's static entry, so a thread whose first allocations are aligned (posix_memalign
   // of I/O buffers, alignas(64) types) takes the hit from then on, not only after a malloc.
   void* alloc_align_static(int64_t align, int64_t size, const ObMemAttr& attr);
-  // The class alloc_align carves an object of `size` aligned to `align` (above 16) in, or
-  // -1 when it slides the object inside a bigger one instead.
-  static int class_for_alignment(int64_t align, int64_t size);
+  // The class alloc_align carves an object of `size` (not negative) aligned to `align`
+  // (above 16) in, or -1 when it slides the object inside a bigger one instead: up to a
+  // cache line an aligned class; up to a page a page class, unless the slide's plain
+  // class has the smaller slot.
+  __attribute__((always_inline)) static int class_for_alignment(int64_t align, int64_t size) {
+    if (size > SMALL_OBJECT_MAX) return -1;
+    if (align <= SLAB_ALIGN) return aligned_size_class(size);
+    if (align > PAGE_ALIGN) return -1;
+    const int sc = page_size_class(size);
+    const int64_t slide = size + align - 16;
+    if (slide <= SMALL_OBJECT_MAX && class_slot_size(size_class_of(slide)) < class_slot_size(sc)) {
+      return -1;
+    }
+    return sc;
+  }
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
   // free or an overwritten tail canary is reported through report_error(). nullptr fails
   // the fast path's registry test (no chunk at address 0), so only the slow path asks.

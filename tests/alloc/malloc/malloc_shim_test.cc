@@ -192,6 +192,9 @@ TEST(MallocShimTest, AlignmentSweepTo1GiB) {
 
 // Each function's contract for alignments it cannot or must not serve.
 TEST(MallocShimTest, AbsurdAlignmentsAreRefused) {
+  // A thread that allocated: the inline hit is in play, which once took 2^63 (negative as
+  // a signed alignment) for a small one and returned a 16-byte-aligned object.
+  achunk_free(achunk_malloc(16));
   const size_t top = SIZE_MAX / 2 + 1;  // 2^63
   for (size_t a : {top + 1, top + 4096, SIZE_MAX}) {
     errno = 0;
@@ -212,7 +215,11 @@ TEST(MallocShimTest, AbsurdAlignmentsAreRefused) {
   errno = 0;
   EXPECT_EQ(achunk_aligned_alloc(size_t{1} << 62, 10), nullptr);
   EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(achunk_aligned_alloc(top, 10), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
   void* p = reinterpret_cast<void*>(0x1234);
+  EXPECT_EQ(achunk_posix_memalign(&p, top, 10), ENOMEM);
   EXPECT_EQ(achunk_posix_memalign(&p, size_t{1} << 62, 10), ENOMEM);
   EXPECT_EQ(achunk_posix_memalign(&p, (size_t{1} << 21) + 8, 10), EINVAL);
   EXPECT_EQ(p, reinterpret_cast<void*>(0x1234));

@@ -127,7 +127,8 @@ TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
 
 // A thread whose first allocations are aligned (I/O buffers, alignas(64) types) fills the
 // static entry with the first, as a malloc would: the next ones take the hit (the inline
-// one up to a cache line; a page-aligned one reads the entry in alloc_align).
+// one once their slab has a carved slot; a page class carves one at a time, and the next
+// is carved in alloc_align, which reads the entry too).
 TEST_F(MallocFrontTest, AnAlignedFirstAllocationFillsTheStaticEntry) {
   ObMallocAllocator a(mgr_);
   for (const int64_t align : {int64_t{64}, int64_t{4096}}) {
@@ -148,6 +149,52 @@ TEST_F(MallocFrontTest, AnAlignedFirstAllocationFillsTheStaticEntry) {
     });
     t.join();
   }
+  EXPECT_EQ(mgr_.get_used(), 0);
+}
+
+// Alignments above a cache line up to a page take the inline hit in the class alloc_align
+// picks (class_for_alignment): a page class, or none when sliding inside a plain object
+// takes the smaller slot, and none above a page or past the small objects.
+TEST_F(MallocFrontTest, TheStaticEntryServesAlignmentsUpToAPageInTheClassAllocAlignPicks) {
+  ObMallocAllocator a(mgr_);
+  std::vector<void*> held;
+  held.push_back(a.alloc_static(100, STATIC_A));
+  for (const int64_t align : {int64_t{128}, int64_t{1024}, int64_t{4096}}) {
+    for (const int64_t size : {int64_t{1}, int64_t{100}, int64_t{3000}, int64_t{4096},
+                               int64_t{8192}, int64_t{16384}, int64_t{20000}, SMALL_OBJECT_MAX}) {
+      const int sc = ObMallocAllocator::class_for_alignment(align, size);
+      if (sc < 0) {
+        EXPECT_EQ(ObMallocAllocator::alloc_align_static_fast(a.id(), align, size, STATIC_A),
+                  nullptr)
+            << align << " " << size;
+        continue;
+      }
+      EXPECT_TRUE(is_page_class(sc)) << align << " " << size;
+      // The class's current slab, with a slot carved and free again (a page class carves
+      // a slot at a time, so a first hit would find none).
+      void* first = a.alloc_align_static(align, size, STATIC_A);
+      ASSERT_NE(first, nullptr) << align << " " << size;
+      ObMallocAllocator::free(first);
+      void* q = ObMallocAllocator::alloc_align_static_fast(a.id(), align, size, STATIC_A);
+      ASSERT_NE(q, nullptr) << align << " " << size;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % align, 0u) << align << " " << size;
+      EXPECT_EQ(ObMallocAllocator::get_size(q), size);
+      EXPECT_EQ(class_slot_size(slab_of(BlockSet::ptr2block(header_of(q)))->sc_),
+                class_slot_size(sc));
+      held.push_back(q);
+    }
+  }
+  EXPECT_EQ(ObMallocAllocator::alloc_align_static_fast(a.id(), 8192, 100, STATIC_A), nullptr);
+  EXPECT_EQ(
+      ObMallocAllocator::alloc_align_static_fast(a.id(), 4096, SMALL_OBJECT_MAX + 1, STATIC_A),
+      nullptr);
+  // An alignment of 2^63 is none the hit serves, nor is a size of 2^64 - 1.
+  EXPECT_EQ(ObMallocAllocator::alloc_align_static_fast(a.id(), uint64_t{1} << 63, 100, STATIC_A),
+            nullptr);
+  EXPECT_EQ(ObMallocAllocator::alloc_align_static_fast(a.id(), 64, UINT64_MAX, STATIC_A), nullptr);
+  EXPECT_EQ(count_of(a, "static_a"), static_cast<int64_t>(held.size()));
+  for (void* p : held) ObMallocAllocator::free(p);
+  a.flush_thread_caches();
   EXPECT_EQ(mgr_.get_used(), 0);
 }
 
