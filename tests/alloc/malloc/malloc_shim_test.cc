@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "achunk/achunk.h"
 #include "achunk/platform/linux_os.h"
@@ -17,7 +18,51 @@ bool aligned(void* p, size_t a) {
   return reinterpret_cast<uintptr_t>(p) % a == 0;
 }
 
-TEST(MallocShimTest, MallocZeroIsAUniquePointer) {
+// Every test starts with the thread's inline hit warm: ctest runs each test in a fresh
+// process, whose first call would otherwise take the slow path, and a contract must hold
+// on both (an alignment of 2^63 once passed the hit as a small one).
+class MallocShimTest : public ::testing::Test {
+ protected:
+  void SetUp() override { achunk_free(achunk_malloc(16)); }
+};
+
+// The refusals, each asked of a thread that never allocated (the slow paths) and again
+// once it has (the inline hits): nullptr or an error code, never an object.
+void expect_refusals(const char* when) {
+  const size_t top = SIZE_MAX / 2 + 1;  // 2^63
+  EXPECT_EQ(achunk_malloc(SIZE_MAX), nullptr) << when;
+  EXPECT_EQ(achunk_malloc(top + 16), nullptr) << when;
+  EXPECT_EQ(achunk_calloc(size_t{1} << 32, size_t{1} << 32), nullptr) << when;
+  EXPECT_EQ(achunk_reallocarray(nullptr, size_t{1} << 33, size_t{1} << 33), nullptr) << when;
+  EXPECT_EQ(achunk_realloc(nullptr, SIZE_MAX), nullptr) << when;
+  for (size_t a : {size_t{16}, size_t{64}, size_t{4096}, top}) {
+    EXPECT_EQ(achunk_memalign(a, SIZE_MAX), nullptr) << when << " " << a;
+    EXPECT_EQ(achunk_aligned_alloc(a, SIZE_MAX), nullptr) << when << " " << a;
+    void* p = reinterpret_cast<void*>(0x1234);
+    EXPECT_EQ(achunk_posix_memalign(&p, a, SIZE_MAX), ENOMEM) << when << " " << a;
+    EXPECT_EQ(p, reinterpret_cast<void*>(0x1234)) << when << " " << a;
+  }
+  EXPECT_EQ(achunk_memalign(top, 16), nullptr) << when;
+  EXPECT_EQ(achunk_aligned_alloc(top, 16), nullptr) << when;
+  void* p = reinterpret_cast<void*>(0x1234);
+  EXPECT_EQ(achunk_posix_memalign(&p, top, 16), ENOMEM) << when;
+  EXPECT_EQ(achunk_valloc(SIZE_MAX), nullptr) << when;
+  EXPECT_EQ(achunk_pvalloc(SIZE_MAX), nullptr) << when;
+  EXPECT_EQ(achunk_malloc_usable_size(nullptr), 0u) << when;
+}
+
+TEST_F(MallocShimTest, RefusalsHoldOnTheSlowPathsAndOnTheInlineHits) {
+  std::thread([] {
+    expect_refusals("cold");
+    void* p = achunk_malloc(16);  // the thread's hit from here on
+    ASSERT_NE(p, nullptr);
+    for (size_t a : {size_t{64}, size_t{4096}}) achunk_free(achunk_memalign(a, 100));
+    expect_refusals("warm");
+    achunk_free(p);
+  }).join();
+}
+
+TEST_F(MallocShimTest, MallocZeroIsAUniquePointer) {
   void* a = achunk_malloc(0);
   void* b = achunk_malloc(0);
   ASSERT_NE(a, nullptr);
@@ -29,7 +74,7 @@ TEST(MallocShimTest, MallocZeroIsAUniquePointer) {
   achunk_free(nullptr);
 }
 
-TEST(MallocShimTest, ReallocEdgeCases) {
+TEST_F(MallocShimTest, ReallocEdgeCases) {
   void* p = achunk_realloc(nullptr, 10);  // = malloc
   ASSERT_NE(p, nullptr);
   std::memcpy(p, "abcdefghij", 10);
@@ -44,7 +89,7 @@ TEST(MallocShimTest, ReallocEdgeCases) {
   achunk_free(q);  // still valid after the failed realloc
 }
 
-TEST(MallocShimTest, CallocZeroesAndChecksOverflow) {
+TEST_F(MallocShimTest, CallocZeroesAndChecksOverflow) {
   // Dirty a slot, free it, and ask calloc for the same size: it must come back zeroed.
   char* dirty = static_cast<char*>(achunk_malloc(200));
   std::memset(dirty, 0x7f, 200);
@@ -80,7 +125,7 @@ TEST(MallocShimTest, CallocZeroesAndChecksOverflow) {
 // Over 20 MiB a chunk is never cached, so this calloc gets a new mapping: zero already,
 // it must not be written (glibc and jemalloc skip it too), or a sparse table would take
 // all its pages in RAM.
-TEST(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
+TEST_F(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
   constexpr size_t SIZE = size_t{24} << 20;
   char* p = static_cast<char*>(achunk_calloc(1, SIZE));
   ASSERT_NE(p, nullptr);
@@ -97,7 +142,7 @@ TEST(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
 
 // A big calloc that reuses a dirty cached chunk gives its pages back instead of writing
 // zeros over them: reading as zero without taking them all in RAM.
-TEST(MallocShimTest, CallocOfDirtyCachedChunkGivesItsPagesBack) {
+TEST_F(MallocShimTest, CallocOfDirtyCachedChunkGivesItsPagesBack) {
   constexpr size_t SIZE = size_t{8} << 20;
   char* dirty = static_cast<char*>(achunk_malloc(SIZE));
   ASSERT_NE(dirty, nullptr);
@@ -116,7 +161,7 @@ TEST(MallocShimTest, CallocOfDirtyCachedChunkGivesItsPagesBack) {
   achunk_free(p);
 }
 
-TEST(MallocShimTest, HugeSizesFailWithEnomem) {
+TEST_F(MallocShimTest, HugeSizesFailWithEnomem) {
   errno = 0;
   EXPECT_EQ(achunk_malloc(SIZE_MAX), nullptr);
   EXPECT_EQ(errno, ENOMEM);
@@ -135,7 +180,7 @@ int64_t resident(void* p, size_t len) {
 
 // The header holds 32 bits of size; big objects keep theirs in their span. Only the
 // pages of the header and the canary are touched.
-TEST(MallocShimTest, ObjectsOf4GiBAndMore) {
+TEST_F(MallocShimTest, ObjectsOf4GiBAndMore) {
   // Nothing cached: a big request may grow a cached chunk, whose pages other tests touched.
   achunk_release_free_memory();
   for (size_t size : {size_t{4} << 30, (size_t{4} << 30) + 4097, size_t{6} << 30}) {
@@ -165,7 +210,7 @@ TEST(MallocShimTest, ObjectsOf4GiBAndMore) {
 
 // Every power of two up to 1 GiB, through each entry point, without touching more than
 // the object's first page: the pad is address space only.
-TEST(MallocShimTest, AlignmentSweepTo1GiB) {
+TEST_F(MallocShimTest, AlignmentSweepTo1GiB) {
   for (int lg = 3; lg <= 30; ++lg) {
     const size_t a = size_t{1} << lg;
     for (size_t size : {size_t{0}, size_t{100}, size_t{3} << 20}) {
@@ -191,10 +236,7 @@ TEST(MallocShimTest, AlignmentSweepTo1GiB) {
 }
 
 // Each function's contract for alignments it cannot or must not serve.
-TEST(MallocShimTest, AbsurdAlignmentsAreRefused) {
-  // A thread that allocated: the inline hit is in play, which once took 2^63 (negative as
-  // a signed alignment) for a small one and returned a 16-byte-aligned object.
-  achunk_free(achunk_malloc(16));
+TEST_F(MallocShimTest, AbsurdAlignmentsAreRefused) {
   const size_t top = SIZE_MAX / 2 + 1;  // 2^63
   for (size_t a : {top + 1, top + 4096, SIZE_MAX}) {
     errno = 0;
@@ -225,7 +267,7 @@ TEST(MallocShimTest, AbsurdAlignmentsAreRefused) {
   EXPECT_EQ(p, reinterpret_cast<void*>(0x1234));
 }
 
-TEST(MallocShimTest, PosixMemalignRules) {
+TEST_F(MallocShimTest, PosixMemalignRules) {
   void* p = reinterpret_cast<void*>(0x1234);
   EXPECT_EQ(achunk_posix_memalign(&p, 3, 10), EINVAL);
   EXPECT_EQ(achunk_posix_memalign(&p, 4, 10), EINVAL);  // not a multiple of sizeof(void*)
@@ -242,7 +284,7 @@ TEST(MallocShimTest, PosixMemalignRules) {
 
 // 32 and 64 come from an aligned class through the hit; every size of a slab's object,
 // all its usable bytes written, freed and handed out again.
-TEST(MallocShimTest, CacheLineAlignedObjectsOfEverySlabSize) {
+TEST_F(MallocShimTest, CacheLineAlignedObjectsOfEverySlabSize) {
   for (size_t a : {size_t{32}, size_t{64}}) {
     for (size_t size = 0; size <= 65536; size += size < 1100 ? 1 : 97) {
       void* p = nullptr;
@@ -260,7 +302,7 @@ TEST(MallocShimTest, CacheLineAlignedObjectsOfEverySlabSize) {
   }
 }
 
-TEST(MallocShimTest, AlignedAllocMemalignVallocPvalloc) {
+TEST_F(MallocShimTest, AlignedAllocMemalignVallocPvalloc) {
   errno = 0;
   EXPECT_EQ(achunk_aligned_alloc(24, 100), nullptr);
   EXPECT_EQ(errno, EINVAL);
@@ -276,7 +318,7 @@ TEST(MallocShimTest, AlignedAllocMemalignVallocPvalloc) {
   for (void* p : {a, m, v, pv}) achunk_free(p);
 }
 
-TEST(MallocShimTest, UsableSizeCoversTheRequest) {
+TEST_F(MallocShimTest, UsableSizeCoversTheRequest) {
   for (size_t n : {size_t{1}, size_t{64}, size_t{1000}, size_t{70000}, size_t{3} << 20}) {
     char* p = static_cast<char*>(achunk_malloc(n));
     const size_t usable = achunk_malloc_usable_size(p);
