@@ -189,12 +189,15 @@ class MallocDriver {
   }
 
   // how: 0 memalign, 1 posix_memalign, 2 aligned_alloc. Alignments 1 B - 1 MiB, and
-  // sometimes not a power of two, which posix_memalign must refuse with EINVAL.
+  // sometimes not a power of two, which posix_memalign must refuse with EINVAL, or a
+  // power of two past the largest served (2^41-2^63), which all three must refuse.
   void aligned_into(Slot& s, int how) {
     const uint8_t a = byte();
     size_t align = size_t{1} << (a % 21);
     const bool odd = a >= 240;
     if (odd) align += 8 * (1 + a % 7);
+    const bool absurd = a >= 224 && a < 240;
+    if (absurd) align = size_t{1} << (41 + a % 23);
     last_size_ = pick_size();
     void* p = nullptr;
     if (how == 0) {
@@ -203,10 +206,12 @@ class MallocDriver {
       if (align < sizeof(void*)) align = sizeof(void*);
       const int rc = achunk_posix_memalign(&p, align, last_size_);
       if (odd) FUZZ_CHECK(rc == EINVAL && p == nullptr);
+      if (absurd) FUZZ_CHECK(rc == ENOMEM && p == nullptr);
       if (rc != 0) p = nullptr;
     } else {
       p = achunk_aligned_alloc(align, last_size_);
     }
+    if (absurd) FUZZ_CHECK(p == nullptr);
     if (odd) {
       // Refused, or (memalign and aligned_alloc, like glibc) rounded up to a power of two.
       size_t pow2 = 1;
