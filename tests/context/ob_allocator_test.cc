@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "achunk/base/alloc_failure.h"
 #include "achunk/base/error_report.h"
 #include "context/memory_context_fixture.h"
 
@@ -22,6 +23,25 @@ TEST_F(MemoryContextTest, FreedObjectsAreReusedAndContentsKept) {
   EXPECT_EQ(ctx->allocf(60), a);  // same size class
   EXPECT_TRUE(ctx->free(a).ok());
   EXPECT_TRUE(ctx->free(b).ok());
+  EXPECT_TRUE(ctx->destroy().ok());
+}
+
+// A size no object can have is refused with its reason, on the slow path and once the
+// context's free lists and current page are warm (the inline path compares unsigned).
+TEST_F(MemoryContextTest, ImpossibleSizesAreRefusedColdAndWarm) {
+  auto ctx = MemoryContext::root().create_child(param("t_refuse"));
+  for (const char* when : {"cold", "warm"}) {
+    for (const int64_t size : {int64_t{-1}, INT64_MIN, INT64_MAX}) {
+      EXPECT_EQ(ctx->allocf(size), nullptr) << when << " " << size;
+      EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE) << when << " " << size;
+    }
+    void* a = ctx->allocf(64);
+    ASSERT_NE(a, nullptr);
+    EXPECT_TRUE(ctx->free(a).ok());  // on the free list for the warm round
+    void* b = ctx->allocf(64);
+    EXPECT_EQ(b, a) << when;
+    EXPECT_TRUE(ctx->free(b).ok());
+  }
   EXPECT_TRUE(ctx->destroy().ok());
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "achunk/base/alloc_failure.h"
 #include "global/global.h"
@@ -35,6 +36,36 @@ TEST(ObMallocApiTest, AllocationsAreChargedToTheAttrsTenantCtx) {
   ob_free(p);
   EXPECT_EQ(ctx_hold(TENANT, EXECUTE_CTX_ID), before);
   ob_free(nullptr);
+}
+
+// The refusals, asked of a thread that never allocated and again once it has (its hit
+// warm: ctest runs each test in a fresh process, whose first call takes the slow path).
+void expect_ob_refusals(const ObMemAttr& attr, const char* when) {
+  for (const int64_t size : {int64_t{-1}, INT64_MIN, INT64_MAX, OBJECT_MAX_SIZE + 1}) {
+    EXPECT_EQ(ob_malloc(size, attr), nullptr) << when << " " << size;
+    EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE) << when << " " << size;
+  }
+  for (const int64_t align : {int64_t{-64}, INT64_MIN, int64_t{48}, int64_t{1} << 62}) {
+    EXPECT_EQ(ob_malloc_align(align, 16, attr), nullptr) << when << " " << align;
+    EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT) << when << " " << align;
+  }
+  EXPECT_EQ(ob_malloc_align(64, -1, attr), nullptr) << when;
+  void* p = ob_malloc(100, attr);
+  ASSERT_NE(p, nullptr) << when;
+  std::memcpy(p, "kept", 5);
+  EXPECT_EQ(ob_realloc(p, -1, attr), nullptr) << when;
+  EXPECT_STREQ(static_cast<char*>(p), "kept") << when;  // untouched
+  ob_free(p);
+}
+
+TEST(ObMallocApiTest, RefusalsHoldColdAndOnTheWarmHit) {
+  std::thread([] {
+    const ObMemAttr attr(TENANT, "t_obm_refuse");
+    expect_ob_refusals(attr, "cold");
+    for (int64_t size : {16, 100, 4000}) ob_free(ob_malloc(size, attr));
+    ob_free(ob_malloc_align(64, 100, attr));
+    expect_ob_refusals(attr, "warm");
+  }).join();
 }
 
 TEST(ObMallocApiTest, CtxLimitSetThroughTheApiRefusesWithItsReason) {
