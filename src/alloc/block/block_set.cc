@@ -294,6 +294,49 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   ABlock* block = free_lists_[k];
   remove_free(block);
   if (zeroed != nullptr) *zeroed = free_span(block)->washed;
+  return use_span(block, n);
+}
+
+ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed) {
+  const int n = blocks_for_aligned(bytes, align);
+  if (n <= 0) return nullptr;
+  const int slack = static_cast<int>(align / ABLOCK_SIZE) - 1;
+  int k = find_free(n + slack);
+  if (k < 0) {
+    if (!add_chunk()) return nullptr;
+    k = MAX_SPAN;
+  }
+  ABlock* block = free_lists_[k];
+  remove_free(block);
+  const FreeSpan state = *free_span(block);
+  if (zeroed != nullptr) *zeroed = state.washed;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(block_data(block)) + skew;
+  const auto mask = static_cast<uintptr_t>(align) - 1;
+  const int lead = static_cast<int>((((at + mask) & ~mask) - at) / ABLOCK_SIZE);
+  if (lead > 0) {
+    // The blocks before the aligned place stay free, as clean as they were; the span
+    // taken was a whole free span, so no free neighbour to merge with.
+    AChunk* chunk = AChunk::ptr2chunk(block);
+    ABlock* head = start_span(chunk, block_index(block) + lead, k - lead);
+    block->nblocks_ = lead;
+    *free_span(block) = state;
+    insert_free(block);
+    *free_span(head) = state;
+    block = head;
+  }
+  return use_span(block, n);
+}
+
+int BlockSet::blocks_for_aligned(int64_t bytes, int64_t align) {
+  if (bytes <= 0 || align < ABLOCK_SIZE || align >= ACHUNK_ALIGN || (align & (align - 1)) != 0) {
+    return 0;
+  }
+  const int64_t n = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
+  return n + align / ABLOCK_SIZE - 1 <= MAX_SPAN ? static_cast<int>(n) : 0;
+}
+
+ABlock* BlockSet::use_span(ABlock* block, int n) {
+  const int k = block->nblocks_;
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (k > n) {

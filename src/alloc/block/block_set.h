@@ -30,6 +30,15 @@ class BlockSet {
   // in last_alloc_failure()). *zeroed (when given) tells whether the span's pages are
   // untouched since mapped or washed, so its bytes read as zero without a memset.
   ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr);
+  // A span with at least `bytes` bytes at block_data() whose block_data() + `skew` (a
+  // multiple of ABLOCK_SIZE) is a multiple of `align` (a power of two, ABLOCK_SIZE up to
+  // half a chunk), or nullptr. It takes a free span with room to slide and gives the
+  // blocks before and after back free, so an aligned request costs its own blocks only.
+  // nullptr too when the request cannot fit a chunk with its slide (blocks_for_aligned).
+  ABlock* alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed = nullptr);
+  // The blocks alloc_block_aligned would take for the request, or 0 when it cannot place
+  // it (a bad alignment, or the span and its slide larger than a chunk).
+  static int blocks_for_aligned(int64_t bytes, int64_t align);
   // A span that is a chunk of its own, placed per `head_align` (AChunkMgr::alloc_chunk).
   ABlock* alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align);
   // The span joins its free neighbours and keeps its pages: spans go back to the OS by
@@ -159,6 +168,9 @@ class BlockSet {
   // A new span of `nblocks` starting at block `idx` of `chunk` (its header reset, its
   // span-start bit set); the caller files it.
   static ABlock* start_span(AChunk* chunk, int idx, int nblocks);
+  // Marks the first n blocks of `block`, a free span just taken off the lists, in use;
+  // the rest stays free, as clean as it was.
+  ABlock* use_span(ABlock* block, int n);
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;

@@ -410,7 +410,16 @@ void* ObMallocAllocator::alloc_align_in(int64_t align, int64_t size, const ObMem
   }
   char* raw = nullptr;
   char* aligned = nullptr;
-  if (align < ACHUNK_ALIGN) {
+  if (align >= ABLOCK_SIZE && align < ACHUNK_ALIGN && size + align - 16 > SMALL_OBJECT_MAX &&
+      ObjectSet::aligned_span_fits(ABLOCK_SIZE - BIG_OBJECT_OFFSET + size, align)) {
+    // A big object whose span's second block starts at a multiple of `align`: the aligned
+    // bytes start there, the pad header just below, in the first. Sliding within a
+    // bigger object instead would keep up to `align` bytes of slide in its span.
+    const int64_t lead = ABLOCK_SIZE - BIG_OBJECT_OFFSET;
+    raw = static_cast<char*>(alloc_slow(lead + size, attr, align));
+    if (raw == nullptr) return nullptr;
+    aligned = raw + lead;
+  } else if (align < ACHUNK_ALIGN) {
     // Room to slide forward within the object, whose pad header then stays in the
     // first 2 MiB of its chunk, where a free finds the chunk by masking. Both pointers
     // are 16-byte aligned, so the slide is at most align - 16.

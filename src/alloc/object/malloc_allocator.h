@@ -88,8 +88,10 @@ class ObMallocAllocator {
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
   // The largest alignment alloc_align serves.
   static constexpr int64_t MAX_ALIGN = int64_t{1} << 40;
-  // `align` must be a power of two up to MAX_ALIGN. Below 2 MiB the object slides within
-  // a bigger one; from 2 MiB up it gets a chunk placed for it (AChunkMgr::alloc_chunk).
+  // `align` must be a power of two up to MAX_ALIGN. A big object aligned to 8 KiB-1 MiB
+  // gets a span placed for it (BlockSet::alloc_block_aligned) when it fits a chunk; other
+  // alignments below 2 MiB slide within a bigger object; from 2 MiB up it gets a chunk
+  // placed for it (AChunkMgr::alloc_chunk).
   void* alloc_align(int64_t align, int64_t size, const ObMemAttr& attr);
   // alloc_align for an `attr` of static storage, as alloc_static: a miss also fills the
   // thread's static entry, so a thread whose first allocations are aligned (posix_memalign

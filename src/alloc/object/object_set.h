@@ -70,10 +70,17 @@ class ObjectSet {
   // An object of `size` (<= SMALL_OBJECT_MAX) in class sc, which holds it (an aligned
   // class); a span of its own, 16-byte aligned, for a thread without a heap.
   inline void* alloc_in_class(int sc, int64_t size, uint16_t label);
-  // A big object of its own span; with `head_align` (a power of two above 2 MiB) in a
-  // chunk of its own whose second 2 MiB unit starts at a multiple of head_align (see
-  // AChunkMgr::alloc_chunk), for alignments beyond what sliding within an object gives.
+  // A big object of its own span, placed for an aligned request with `head_align` (a
+  // power of two): from 2 MiB up in a chunk of its own whose second 2 MiB unit starts at
+  // a multiple of head_align (see AChunkMgr::alloc_chunk); from ABLOCK_SIZE to 1 MiB in
+  // a span whose second block does (BlockSet::alloc_block_aligned), which then fails for
+  // a span that cannot fit a chunk with its slide (see aligned_span_fits).
   void* alloc_big(int64_t size, uint16_t label, int64_t head_align = 0);
+  // Whether a big object of `size` bytes fits a span placed for `head_align` below 2 MiB.
+  static bool aligned_span_fits(int64_t size, int64_t head_align) {
+    return BlockSet::blocks_for_aligned(BIG_OBJECT_OFFSET + size + AOBJECT_TAIL_SIZE, head_align) >
+           0;
+  }
   // Frees an object of any ObjectSet from any thread; the caller validated the header.
   // The header stays FREE with the object's size and label.
   static inline void free(void* ptr);  // defined in thread_heap.h
@@ -357,8 +364,14 @@ template <typename Init>
 ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t head_align) {
   SubObjectMgr& shard = mgr_.lock_any();
   std::lock_guard<SpinLock> guard(shard.lock_, std::adopt_lock);
-  ABlock* block = head_align > 0 ? shard.block_set_.alloc_dedicated(bytes, zeroed, head_align)
-                                 : shard.block_set_.alloc_block(bytes, zeroed);
+  ABlock* block = nullptr;
+  if (head_align >= ACHUNK_ALIGN) {
+    block = shard.block_set_.alloc_dedicated(bytes, zeroed, head_align);
+  } else if (head_align > 0) {
+    block = shard.block_set_.alloc_block_aligned(bytes, head_align, ABLOCK_SIZE, zeroed);
+  } else {
+    block = shard.block_set_.alloc_block(bytes, zeroed);
+  }
   if (block != nullptr) init(block);
   return block;
 }

@@ -101,6 +101,47 @@ TEST_F(BlockSetTest, SpansLargerThanAChunkGetADedicatedChunk) {
   EXPECT_EQ(mgr_.get_used(), 0);
 }
 
+// A span for an aligned big object: block_data() + skew meets the alignment, and the
+// blocks before and after it stay free, as clean as they were, so the set holds nothing
+// for the slide.
+TEST_F(BlockSetTest, AnAlignedSpanLeavesItsSlideFreeAndAsCleanAsItWas) {
+  BlockSet set(source_);
+  for (int64_t align : {ABLOCK_SIZE, int64_t{64} << 10, int64_t{256} << 10, MB}) {
+    for (int64_t bytes : {int64_t{1}, 3 * ABLOCK_SIZE, int64_t{100} << 10}) {
+      // A span at block 0 first: the free span then starts off any alignment above a block.
+      ABlock* filler = set.alloc_block(ABLOCK_SIZE);
+      bool zeroed = false;
+      ABlock* a = set.alloc_block_aligned(bytes, align, ABLOCK_SIZE, &zeroed);
+      ASSERT_NE(a, nullptr) << align << " " << bytes;
+      EXPECT_EQ((reinterpret_cast<uintptr_t>(block_data(a)) + ABLOCK_SIZE) % align, 0u);
+      const int n = static_cast<int>((bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE);
+      EXPECT_EQ(a->nblocks_, n);
+      EXPECT_EQ(BlockSet::blocks_for_aligned(bytes, align), n);
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(BlockSet::ptr2block(static_cast<char*>(block_data(a)) + i * ABLOCK_SIZE), a);
+      }
+      EXPECT_EQ(set.used(), (n + 1) * ABLOCK_SIZE);
+      EXPECT_EQ(set.chunk_count(), 1);
+      int64_t washed = 0;
+      const int64_t free_bytes = set.free_span_bytes(&washed);
+      EXPECT_EQ(free_bytes, ACHUNK_SIZE - (n + 1) * ABLOCK_SIZE);
+      EXPECT_EQ(washed, zeroed ? free_bytes : 0);
+      EXPECT_TRUE(set.dirty_list_consistent());
+      set.free_block(a);
+      set.free_block(filler);
+      EXPECT_EQ(set.hold(), 0);  // everything merged back: the chunk left at once
+    }
+  }
+  // Alignments it does not place, and spans that do not fit a chunk with their slide.
+  EXPECT_EQ(BlockSet::blocks_for_aligned(ABLOCK_SIZE, 4096), 0);
+  EXPECT_EQ(BlockSet::blocks_for_aligned(ABLOCK_SIZE, 3 * ABLOCK_SIZE), 0);
+  EXPECT_EQ(BlockSet::blocks_for_aligned(ABLOCK_SIZE, 2 * MB), 0);
+  EXPECT_EQ(BlockSet::blocks_for_aligned(MB - ABLOCK_SIZE, MB), 127);
+  EXPECT_EQ(BlockSet::blocks_for_aligned(MB, MB), 0);
+  EXPECT_EQ(set.alloc_block_aligned(MB, MB, ABLOCK_SIZE), nullptr);
+  EXPECT_EQ(set.hold(), 0);
+}
+
 TEST_F(BlockSetTest, ChunkFailureReturnsNullAndChargesNothing) {
   BlockSet set(source_);
   mgr_.set_memory_limit(2 * MB);
