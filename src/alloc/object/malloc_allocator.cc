@@ -31,10 +31,11 @@ AChunk* fail(AllocFailKind kind, int64_t size) {
 bool freed_object_at(AChunk* chunk, void* ptr) {
   if (header_state(load_header(ptr)) == ObjectState::FREE) return true;
   if (!chunk->is_valid() || chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return false;
-  // A big object's user pointer is 16 bytes into its span, and spans start at blocks.
-  const int64_t off =
-      static_cast<char*>(ptr) - 2 * AOBJECT_HEADER_SIZE - static_cast<char*>(chunk->data());
-  return off >= 0 && off % ABLOCK_SIZE == 0;
+  // A big object's user pointer is 16 bytes into its span, or a block for one placed for
+  // an alignment, and spans start at blocks.
+  const int64_t off = static_cast<char*>(ptr) - static_cast<char*>(chunk->data());
+  return off >= BIG_OBJECT_OFFSET &&
+         (off % ABLOCK_SIZE == BIG_OBJECT_OFFSET || off % ABLOCK_SIZE == 0);
 }
 
 // The object header of a pointer ob_malloc handed out, after checking the registry and
@@ -408,18 +409,16 @@ void* ObMallocAllocator::alloc_align_in(int64_t align, int64_t size, const ObMem
     if (p == nullptr || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0) return p;
     free(p);
   }
+  if (align >= ABLOCK_SIZE && align < ACHUNK_ALIGN && size + align - 16 > SMALL_OBJECT_MAX &&
+      ObjectSet::aligned_span_fits(size, align)) {
+    // A big object at the second block of a span placed so that it meets `align`, no pad:
+    // sliding within a bigger object would keep up to `align` bytes more in its span, and
+    // its pad header would take a page of its own.
+    return alloc_slow(size, attr, align);
+  }
   char* raw = nullptr;
   char* aligned = nullptr;
-  if (align >= ABLOCK_SIZE && align < ACHUNK_ALIGN && size + align - 16 > SMALL_OBJECT_MAX &&
-      ObjectSet::aligned_span_fits(ABLOCK_SIZE - BIG_OBJECT_OFFSET + size, align)) {
-    // A big object whose span's second block starts at a multiple of `align`: the aligned
-    // bytes start there, the pad header just below, in the first. Sliding within a
-    // bigger object instead would keep up to `align` bytes of slide in its span.
-    const int64_t lead = ABLOCK_SIZE - BIG_OBJECT_OFFSET;
-    raw = static_cast<char*>(alloc_slow(lead + size, attr, align));
-    if (raw == nullptr) return nullptr;
-    aligned = raw + lead;
-  } else if (align < ACHUNK_ALIGN) {
+  if (align < ACHUNK_ALIGN) {
     // Room to slide forward within the object, whose pad header then stays in the
     // first 2 MiB of its chunk, where a free finds the chunk by masking. Both pointers
     // are 16-byte aligned, so the slide is at most align - 16.

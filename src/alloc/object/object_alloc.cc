@@ -21,19 +21,28 @@ void store_big_size(void* ptr, int64_t size) {
 }
 
 void* slot_start_user(ABlock* block) {
-  return static_cast<char*>(block_data(block)) + BIG_OFFSET;
+  return static_cast<char*>(block_data(block)) + slab_of(block)->big_offset_;
+}
+
+// The span bytes a big object of `size` needs, its user pointer `offset` bytes in.
+int64_t big_span_bytes(int64_t offset, int64_t size) {
+  return offset + size + AOBJECT_TAIL_SIZE;
 }
 
 }  // namespace
 
 void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
   bool zeroed = false;
+  // A span placed for an alignment: the user bytes start at its second block.
+  const int64_t offset =
+      head_align > 0 && head_align < ACHUNK_ALIGN ? BIG_PLACED_OFFSET : BIG_OFFSET;
   ABlock* block = take_span(
-      BIG_OFFSET + size + AOBJECT_TAIL_SIZE,
+      big_span_bytes(offset, size),
       [&](ABlock* block) {
         new (block->owner_area_) Slab();
         slab_of(block)->sc_ = Slab::BIG;
         slab_of(block)->born_zero_ = zeroed;
+        slab_of(block)->big_offset_ = static_cast<uint16_t>(offset);
       },
       &zeroed, head_align);
   if (block == nullptr) return nullptr;
@@ -140,7 +149,7 @@ int64_t ObjectSet::usable_size(void* ptr) {
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
   const Slab* slab = slab_of(block);
   if (slab->sc_ == Slab::BIG) {
-    return BlockSet::span_bytes(block) - BIG_OFFSET - AOBJECT_TAIL_SIZE;
+    return BlockSet::span_bytes(block) - slab->big_offset_ - AOBJECT_TAIL_SIZE;
   }
   return class_slot_size(slab->sc_) - AOBJECT_META_SIZE;
 }
@@ -154,7 +163,8 @@ bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
     ABlock* block = BlockSet::ptr2block(header_of(ptr));
     SubObjectMgr& shard = ObjectMgr::shard_of(block);
     std::lock_guard<SpinLock> guard(shard.lock_);
-    if (!shard.block_set_.grow_block(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE)) {
+    if (!shard.block_set_.grow_block(block,
+                                     big_span_bytes(slab_of(block)->big_offset_, new_size))) {
       return false;
     }
   }
@@ -174,9 +184,10 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   ABlock* head = nullptr;
   {
     std::lock_guard<SpinLock> guard(shard.lock_);
-    head = shard.block_set_.grow_block_back(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE);
+    head = shard.block_set_.grow_block_back(block, big_span_bytes(BIG_OFFSET, new_size));
     if (head == nullptr) return nullptr;
     slab_of(head)->born_zero_ = false;
+    slab_of(head)->big_offset_ = BIG_OFFSET;  // it moves to the new head's start
     // A valid object at the span's start before the lock goes: a usage scan may look.
     moved = slot_start_user(head);
     store_big_size(moved, old_size);
@@ -185,7 +196,7 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   std::memmove(moved, ptr, static_cast<size_t>(old_size));
   {
     std::lock_guard<SpinLock> guard(shard.lock_);
-    shard.block_set_.shrink_block(head, BIG_OFFSET + keep + AOBJECT_TAIL_SIZE);
+    shard.block_set_.shrink_block(head, big_span_bytes(BIG_OFFSET, keep));
   }
   store_big_size(moved, new_size);
   store_header(moved, make_header(ObjectState::BIG, header_label(h), header_size_field(new_size)));
@@ -204,8 +215,7 @@ void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size) {
   // Held across the syscall, as a dedicated chunk's map is: a usage scan walks the set's
   // chunk list, which the chunk leaves while it may move.
   std::lock_guard<SpinLock> guard(shard.lock_);
-  ABlock* head =
-      shard.block_set_.resize_dedicated(block, BIG_OFFSET + new_size + AOBJECT_TAIL_SIZE);
+  ABlock* head = shard.block_set_.resize_dedicated(block, big_span_bytes(BIG_OFFSET, new_size));
   if (head == nullptr) return nullptr;
   void* moved = slot_start_user(head);
   slab_of(head)->born_zero_ = false;
@@ -218,8 +228,8 @@ void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size) {
 void* ObjectSet::trim_big(void* ptr) {
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::BIG) return ptr;
-  const int64_t bytes = BIG_OFFSET + object_size(ptr, h) + AOBJECT_TAIL_SIZE;
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  const int64_t bytes = big_span_bytes(slab_of(block)->big_offset_, object_size(ptr, h));
   if (block->dedicated()) {
     // Only whole 2 MiB units: the pages of the last one stay charged until the free. The
     // mapping keeps its tail until the block layer finds it idle (trim_idle_slack).

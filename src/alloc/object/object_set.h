@@ -72,13 +72,14 @@ class ObjectSet {
   inline void* alloc_in_class(int sc, int64_t size, uint16_t label);
   // A big object of its own span, placed for an aligned request with `head_align` (a
   // power of two): from 2 MiB up in a chunk of its own whose second 2 MiB unit starts at
-  // a multiple of head_align (see AChunkMgr::alloc_chunk); from ABLOCK_SIZE to 1 MiB in
-  // a span whose second block does (BlockSet::alloc_block_aligned), which then fails for
-  // a span that cannot fit a chunk with its slide (see aligned_span_fits).
+  // a multiple of head_align (see AChunkMgr::alloc_chunk); from ABLOCK_SIZE to 1 MiB at
+  // the second block of a span placed so that it does (BlockSet::alloc_block_aligned),
+  // its size and header ending the first, which fails for a span that cannot fit a chunk
+  // with its slide (see aligned_span_fits).
   void* alloc_big(int64_t size, uint16_t label, int64_t head_align = 0);
   // Whether a big object of `size` bytes fits a span placed for `head_align` below 2 MiB.
   static bool aligned_span_fits(int64_t size, int64_t head_align) {
-    return BlockSet::blocks_for_aligned(BIG_OBJECT_OFFSET + size + AOBJECT_TAIL_SIZE, head_align) >
+    return BlockSet::blocks_for_aligned(BIG_PLACED_OFFSET + size + AOBJECT_TAIL_SIZE, head_align) >
            0;
   }
   // Frees an object of any ObjectSet from any thread; the caller validated the header.

@@ -45,8 +45,10 @@ inline bool owned_by_this_thread(const void* owner) {
 }
 
 // A big object's user pointer sits 16 bytes into its span: its 64-bit size at 0, its
-// header at 8, the user bytes 16-aligned.
+// header at 8, the user bytes 16-aligned. One placed for an alignment starts a block in
+// (BIG_PLACED_OFFSET), its size and header ending the first block.
 inline constexpr int64_t BIG_OBJECT_OFFSET = 2 * AOBJECT_HEADER_SIZE;
+inline constexpr int64_t BIG_PLACED_OFFSET = ABLOCK_SIZE;
 
 // A slab is carved (its slots' headers written and listed) this many bytes at a time.
 inline constexpr int64_t CARVE_BYTES = 4096;
@@ -94,6 +96,9 @@ struct Slab {
   // Owner only (read by another thread only under its heap's lock): its heap's current
   // slab, which stays current when its last object is freed (ThreadHeap::pop).
   bool in_current_ = false;
+  // A big object's span: where its user pointer starts (BIG_OBJECT_OFFSET or
+  // BIG_PLACED_OFFSET).
+  uint16_t big_offset_ = BIG_OBJECT_OFFSET;
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 

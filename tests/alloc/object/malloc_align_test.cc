@@ -2,6 +2,7 @@
 // page, a slide within a bigger object, and spans placed for big aligned objects.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -122,11 +123,11 @@ TEST_F(ObMallocTest, APageAlignedObjectIsAPlainObjectOfAPageClass) {
   EXPECT_EQ(usage_of("t_align_page").count, 0);
 }
 
-// A big object aligned to 8 KiB-1 MiB gets a span placed for it: its second block starts
-// at the alignment, the pad header ends its first, and the span holds the object and
+// A big object aligned to 8 KiB-1 MiB starts at the second block of a span placed for
+// it, its size and header ending the first: no pad, and the span holds the object and
 // that block, not the `align` bytes sliding within a bigger object would keep (a
-// 64 KiB-aligned 64 KiB buffer held 128 KiB, a 1 MiB-aligned one 1.06 MiB).
-TEST_F(ObMallocTest, ABigAlignedObjectsSpanHoldsOneBlockBeyondIt) {
+// 64 KiB-aligned 100 KiB buffer held 168 KiB, a 1 MiB-aligned one 1.1 MiB).
+TEST_F(ObMallocTest, ABigAlignedObjectStartsAtTheSecondBlockOfASpanPlacedForIt) {
   const ObMemAttr attr(TENANT, "t_align_span");
   const int64_t KB = 1024;
   std::vector<void*> objs;
@@ -137,13 +138,14 @@ TEST_F(ObMallocTest, ABigAlignedObjectsSpanHoldsOneBlockBeyondIt) {
       ASSERT_NE(p, nullptr) << align << " " << size;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u);
       EXPECT_EQ(ObMallocAllocator::get_size(p), size);
-      EXPECT_EQ(header_state(load_header(p)), ObjectState::ALIGNED);
-      ABlock* span = BlockSet::ptr2block(p);
+      EXPECT_EQ(header_state(load_header(p)), ObjectState::BIG);
+      ABlock* span = BlockSet::ptr2block(header_of(p));
       ASSERT_NE(span, nullptr);
       EXPECT_FALSE(span->dedicated());
       EXPECT_EQ(static_cast<char*>(block_data(span)) + ABLOCK_SIZE, p);
       EXPECT_LE(BlockSet::span_bytes(span), ABLOCK_SIZE + size + ABLOCK_SIZE)
           << align << " " << size;
+      EXPECT_GE(ObMallocAllocator::usable_size(p), size);
       std::memset(p, 1, static_cast<size_t>(size));
       objs.push_back(p);
     }
@@ -151,6 +153,38 @@ TEST_F(ObMallocTest, ABigAlignedObjectsSpanHoldsOneBlockBeyondIt) {
   EXPECT_EQ(usage_of("t_align_span").count, static_cast<int64_t>(objs.size()));
   for (void* p : objs) ObMallocAllocator::free(p);
   EXPECT_EQ(usage_of("t_align_span").count, 0);
+}
+
+// Such an object is a big object like any other: it grows in place and moves, shrinks,
+// and a second free or an interior pointer is reported.
+TEST_F(ObMallocTest, APlacedAlignedObjectReallocsAndItsBadFreesAreReported) {
+  const ObMemAttr attr(TENANT, "t_align_placed");
+  const int64_t size = int64_t{100} << 10;
+  char* p = static_cast<char*>(alloc_->alloc_align(int64_t{64} << 10, size, attr));
+  ASSERT_NE(p, nullptr);
+  for (int64_t i = 0; i < size; ++i) p[i] = static_cast<char>(i);
+  // Within its span's last block, then past it (in place or moved), then shrunk.
+  for (int64_t to : {size + 1000, 3 * size, size / 2}) {
+    p = static_cast<char*>(alloc_->realloc(p, to, attr));
+    ASSERT_NE(p, nullptr) << to;
+    EXPECT_EQ(ObMallocAllocator::get_size(p), to);
+    for (int64_t i = 0; i < std::min(size / 2, to); i += 4099) {
+      ASSERT_EQ(p[i], static_cast<char>(i)) << to << " " << i;
+    }
+  }
+  ObMallocAllocator::free(p);
+
+  Captured::reports.clear();
+  ErrorHandler previous = set_error_handler(&Captured::handler);
+  char* q = static_cast<char*>(alloc_->alloc_align(int64_t{64} << 10, size, attr));
+  ASSERT_NE(q, nullptr);
+  ObMallocAllocator::free(q + 64);  // interior: no object header there
+  ObMallocAllocator::free(q);
+  ObMallocAllocator::free(q);
+  set_error_handler(previous);
+  ASSERT_EQ(Captured::reports.size(), 2u);
+  EXPECT_EQ(Captured::reports[0].first, ErrorKind::INVALID_FREE);
+  EXPECT_EQ(Captured::reports[1].first, ErrorKind::DOUBLE_FREE);
 }
 
 // One that cannot fit a chunk with its slide (a 1 MiB alignment of 1.5 MiB) still

@@ -134,13 +134,6 @@ TEST_F(ObMallocTest, BadCtxIdIsAnInvalidArgument) {
   EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE);
 }
 
-struct Captured {
-  static inline std::vector<std::pair<ErrorKind, std::string>> reports;
-  static void handler(ErrorKind kind, const void*, const char* message) {
-    reports.emplace_back(kind, message);
-  }
-};
-
 TEST_F(ObMallocTest, BadFreesAreReportedAndChangeNothing) {
   Captured::reports.clear();
   ErrorHandler previous = set_error_handler(&Captured::handler);

@@ -1,11 +1,15 @@
 // Test support for the object layer: ObMallocTest, an ObMallocAllocator over the fake
 // chunk manager, shared by the allocator's tests and the usage print's tests.
-// Depends on malloc_allocator.h, label.h and support/chunk_mgr_fixture.h.
+// Depends on malloc_allocator.h, label.h, the base layer's error_report.h and
+// support/chunk_mgr_fixture.h.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "achunk/base/error_report.h"
 #include "alloc/object/label.h"
 #include "alloc/object/malloc_allocator.h"
 #include "support/chunk_mgr_fixture.h"
@@ -23,6 +27,14 @@ inline std::string with_commas(int64_t v) {
 }
 
 inline constexpr uint64_t TENANT = 1001;
+
+// An error handler that keeps every report (kind and message) instead of aborting.
+struct Captured {
+  static inline std::vector<std::pair<ErrorKind, std::string>> reports;
+  static void handler(ErrorKind kind, const void*, const char* message) {
+    reports.emplace_back(kind, message);
+  }
+};
 
 class ObMallocTest : public ChunkMgrTest {
  protected:
