@@ -1,5 +1,6 @@
 // Block layer: BlockSet carves chunks from a ChunkSource into spans of 8 KiB blocks.
-// Best fit by span length (one free list per length plus a bitmap), coalescing with free
+// Best fit by span length (one free list per length plus a bitmap), spans placed for an
+// alignment (best fit with room to slide, the slide split off), coalescing with free
 // neighbours, a dedicated chunk for spans larger than a chunk, and a chunk whose last
 // span is freed goes straight back to the source (so it enters the chunk cache and can
 // idle out). Not thread-safe: its owner serialises calls. Never allocates.
