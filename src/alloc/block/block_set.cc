@@ -286,28 +286,29 @@ ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
   if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed, 0);
   const int n = static_cast<int>(n64);
-  int k = find_free(n);
+  ABlock* block = take_free(n);
+  if (block == nullptr) return nullptr;
+  if (zeroed != nullptr) *zeroed = free_span(block)->washed;
+  return use_span(block, n);
+}
+
+ABlock* BlockSet::take_free(int nblocks) {
+  int k = find_free(nblocks);
   if (k < 0) {
     if (!add_chunk()) return nullptr;
     k = MAX_SPAN;
   }
   ABlock* block = free_lists_[k];
   remove_free(block);
-  if (zeroed != nullptr) *zeroed = free_span(block)->washed;
-  return use_span(block, n);
+  return block;
 }
 
 ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed) {
   const int n = blocks_for_aligned(bytes, align);
   if (n <= 0) return nullptr;
-  const int slack = static_cast<int>(align / ABLOCK_SIZE) - 1;
-  int k = find_free(n + slack);
-  if (k < 0) {
-    if (!add_chunk()) return nullptr;
-    k = MAX_SPAN;
-  }
-  ABlock* block = free_lists_[k];
-  remove_free(block);
+  ABlock* block = take_free(n + static_cast<int>(align / ABLOCK_SIZE) - 1);
+  if (block == nullptr) return nullptr;
+  const int k = block->nblocks_;
   const FreeSpan state = *free_span(block);
   if (zeroed != nullptr) *zeroed = state.washed;
   const uintptr_t at = reinterpret_cast<uintptr_t>(block_data(block)) + skew;

@@ -169,6 +169,9 @@ class BlockSet {
   // A new span of `nblocks` starting at block `idx` of `chunk` (its header reset, its
   // span-start bit set); the caller files it.
   static ABlock* start_span(AChunk* chunk, int idx, int nblocks);
+  // The best-fitting free span of at least `nblocks`, off the lists (a new chunk's when
+  // none), or nullptr when the source fails.
+  ABlock* take_free(int nblocks);
   // Marks the first n blocks of `block`, a free span just taken off the lists, in use;
   // the rest stays free, as clean as it was.
   ABlock* use_span(ABlock* block, int n);
