@@ -396,6 +396,26 @@ void packet_buffer() {
   free(p);
 }
 
+// Buffers built in a generous one and shrunk to fit (a row or a string assembled before
+// its length is known, then kept): 200,000 live, each step replacing one by a fresh 4 KiB
+// buffer filled with 16-1,000 bytes and shrunk to them by realloc.
+void shrink_to_fit() {
+  std::mt19937 rng(37);
+  std::vector<char*> slots(static_cast<size_t>(scaled(200'000)), nullptr);
+  uint64_t sum = 0;
+  for (int64_t step = 0; step < scaled(1'000'000); ++step) {
+    const size_t i = rng() % slots.size();
+    free(slots[i]);
+    char* p = static_cast<char*>(malloc(4096));
+    const size_t n = 16 + rng() % 985;
+    std::memset(p, static_cast<int>(step), n);
+    slots[i] = static_cast<char*>(realloc(p, n));
+    sum += static_cast<uint64_t>(slots[i][n - 1]);
+  }
+  for (char* p : slots) free(p);
+  g_sum += sum;
+}
+
 // calloc of big zeroed blocks (1-16 MiB), a few bytes read and written.
 void calloc_big() {
   std::mt19937 rng(13);
@@ -475,6 +495,7 @@ const Pattern PATTERNS[] = {
     {"realloc", realloc_growth},
     {"bigrealloc", realloc_big},
     {"pktbuf", packet_buffer},
+    {"shrink", shrink_to_fit},
     {"calloc", calloc_big},
     {"aligned", aligned},
     {"bigalign", bigalign},

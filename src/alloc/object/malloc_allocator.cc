@@ -77,6 +77,8 @@ uint64_t checked_header(void* ptr, ABlock** block_out = nullptr) {
                  "memory of a memory context: free it through its context");
     return 0;
   }
+  // The caller checks the canary next, whose line the header names: fetch both together.
+  if (const int sc = slab_of(block)->sc_; sc < SIZE_CLASS_COUNT) prefetch_tail_bounds(ptr, sc);
   // An aligned pointer's pad header leads to its object, which the caller checks.
   if (header_state(load_header(ptr)) != ObjectState::ALIGNED &&
       !ObjectSet::is_object_start(ptr, block)) {
@@ -336,6 +338,20 @@ int64_t ObMallocAllocator::usable_size(void* ptr) {
   return capacity;
 }
 
+void* ObMallocAllocator::move_shrunk(void* ptr, int64_t size, const ObMemAttr& attr) {
+  // A shrink never fails: without room for the copy (a limit) the object shrinks in place,
+  // and the caller's last failure is the one it saw.
+  const AllocFailure seen = last_alloc_failure();
+  void* fresh = alloc(size, attr);
+  if (fresh == nullptr) {
+    set_alloc_failure(seen);
+    return nullptr;
+  }
+  std::memcpy(fresh, ptr, static_cast<size_t>(size));
+  free(ptr);
+  return fresh;
+}
+
 void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr) {
   if (ptr == nullptr) return alloc(size, attr);
   if (size == 0) {
@@ -349,6 +365,9 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
     // far would go unseen. An aligned object's free below checks its own.
     const int64_t size_now = ObjectSet::object_size(ptr, h);
     if (!check_tail(ptr, h, size_now, "tail canary overwritten")) return nullptr;
+    if (size < size_now && ObjectSet::shrink_moves(ptr, size)) {
+      if (void* fresh = move_shrunk(ptr, size, attr)) return fresh;
+    }
     if (ObjectSet::resize_in_place(ptr, size)) {
       // A shrunk big object gives back the blocks past its new size, in place, as glibc's
       // split does. Nothing moves: a buffer shrunk after each request and grown by the

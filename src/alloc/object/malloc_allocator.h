@@ -83,8 +83,10 @@ class ObMallocAllocator {
   }
   // Unique per instance, never 0.
   uint32_t id() const { return id_; }
-  // Grows or shrinks in place when the slot allows, else moves. size 0 frees and returns
-  // nullptr. On failure returns nullptr and leaves `ptr` untouched.
+  // Grows or shrinks in place when the slot allows, else moves. A shrink to a small size
+  // that in place would hold more than twice a fresh slot (ObjectSet::shrink_moves)
+  // moves to that slot, and stays in place only when the copy finds no room. size 0
+  // frees and returns nullptr. On failure returns nullptr and leaves `ptr` untouched.
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
   // The largest alignment alloc_align serves.
   static constexpr int64_t MAX_ALIGN = int64_t{1} << 40;
@@ -158,6 +160,9 @@ class ObMallocAllocator {
   void for_each_ctx(F f);
 
  private:
+  // realloc's move of an object shrunk to `size` into a fresh one, or nullptr with the
+  // object and the thread's last failure untouched.
+  void* move_shrunk(void* ptr, int64_t size, const ObMemAttr& attr);
   // Every other allocation; fills the front entry for the next one.
   // `head_align`: a big object in a placed chunk (ObjectSet::alloc_big).
   // `sc` >= 0: a small object in that class (an aligned one).

@@ -243,6 +243,23 @@ void* ObjectSet::trim_big(void* ptr) {
   return ptr;
 }
 
+bool ObjectSet::shrink_moves(void* ptr, int64_t new_size) {
+  if (new_size <= 0 || new_size > SMALL_OBJECT_MAX) return false;
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  const Slab* slab = slab_of(block);
+  int64_t held = 0;
+  if (slab->sc_ == Slab::BIG) {
+    // A dedicated chunk keeps its mapping: a packet buffer shrunk after each request
+    // grows back into it without a syscall, and its tail goes back once idle.
+    if (block->dedicated()) return false;
+    held =
+        (big_span_bytes(slab->big_offset_, new_size) + ABLOCK_SIZE - 1) / ABLOCK_SIZE * ABLOCK_SIZE;
+  } else {
+    held = class_slot_size(slab->sc_);
+  }
+  return held > 2 * class_slot_size(size_class_of(new_size));
+}
+
 int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {
   int n = 0;
   *total = LabelUsage{};

@@ -140,6 +140,10 @@ class ObjectSet {
   // OS (resize_dedicated). Returns the object's pointer, which only the latter may move;
   // the object is unchanged for a small one.
   static void* trim_big(void* ptr);
+  // Whether a realloc shrinking the object at `ptr` to `new_size` should move it: kept in
+  // place, its slot, or its span trimmed to whole blocks (a dedicated chunk's to a 2 MiB
+  // unit), would hold more than twice the slot of a fresh small object of that size.
+  static bool shrink_moves(void* ptr, int64_t new_size);
   // The set an object belongs to.
   static ObjectSet* owner_of(void* ptr) { return ObjectMgr::shard_of(ptr).set_; }
 

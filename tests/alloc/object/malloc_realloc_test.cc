@@ -98,8 +98,8 @@ TEST_F(ObMallocTest, ReallocGrowsABigObjectDownIntoTheFreeSpanBeforeIt) {
 }
 
 // A shrunk big object gives back the blocks past its new size, in place, as glibc's split
-// does; a later growth takes them back in place while they are free. Nothing moves on a
-// shrink, so a buffer shrunk after each request and grown by the next is never copied.
+// does; a later growth takes them back in place while they are free. A packet buffer
+// shrunk to 16 KiB after each request stays where it is, so it is never copied.
 TEST_F(ObMallocTest, ReallocShrinkingABigObjectGivesBackItsBlocksInPlace) {
   const ObMemAttr attr(TENANT, "t_realloc_shrink");
   auto blocks = [](int64_t size) { return (16 + size + 8 + ABLOCK_SIZE - 1) / ABLOCK_SIZE; };
@@ -108,19 +108,81 @@ TEST_F(ObMallocTest, ReallocShrinkingABigObjectGivesBackItsBlocksInPlace) {
   const int64_t spans = ta().object_set().span_used();
   EXPECT_EQ(alloc_->realloc(big, 200000, attr), big);
   EXPECT_EQ(ta().object_set().span_used(), spans - (blocks(500000) - blocks(200000)) * ABLOCK_SIZE);
-  EXPECT_EQ(alloc_->realloc(big, 3000, attr), big);  // fits a slot, but stays
-  EXPECT_EQ(ta().object_set().span_used(), spans - (blocks(500000) - 1) * ABLOCK_SIZE);
+  EXPECT_EQ(alloc_->realloc(big, 16384, attr), big);  // fits a slot, but its span is as small
+  EXPECT_EQ(ta().object_set().span_used(), spans - (blocks(500000) - blocks(16384)) * ABLOCK_SIZE);
   bool same = true;
-  for (int i = 0; i < 3000; ++i) same = same && big[i] == static_cast<char>(i % 253);
+  for (int i = 0; i < 16384; ++i) same = same && big[i] == static_cast<char>(i % 253);
   EXPECT_TRUE(same);
   EXPECT_EQ(alloc_->realloc(big, 400000, attr), big);  // the freed blocks, taken back
   EXPECT_EQ(ta().object_set().span_used(), spans - (blocks(500000) - blocks(400000)) * ABLOCK_SIZE);
-  // A small object shrinks in its slot.
-  char* p = static_cast<char*>(alloc_->alloc(1000, attr));
-  EXPECT_EQ(alloc_->realloc(p, 100, attr), p);
-  EXPECT_EQ(ObMallocAllocator::get_size(p), 100);
-  ObMallocAllocator::free(p);
   ObMallocAllocator::free(big);
+}
+
+// A shrink that in place would hold more than twice the slot of its new size moves to
+// that slot, as jemalloc's and mimalloc's do: a buffer built large and shrunk to fit, or
+// resized up and down, holds what it asked for, not its largest size. A shrink within
+// that stays, and so does one of a dedicated chunk (its mapping is kept, above).
+TEST_F(ObMallocTest, ReallocShrinkingFarBelowItsSlotMovesToASmallerOne) {
+  const ObMemAttr attr(TENANT, "t_realloc_shrink_move");
+  auto filled = [&](int64_t size) {
+    char* p = static_cast<char*>(alloc_->alloc(size, attr));
+    for (int64_t i = 0; i < size; ++i) p[i] = static_cast<char>(i % 251);
+    return p;
+  };
+  auto intact = [](const char* p, int64_t size) {
+    bool same = true;
+    for (int64_t i = 0; i < size; ++i) same = same && p[i] == static_cast<char>(i % 251);
+    return same;
+  };
+  // A 1 KiB slot: 600 bytes still need a 640-byte one, 100 a 128-byte one.
+  char* p = filled(1000);
+  EXPECT_EQ(alloc_->realloc(p, 600, attr), p);
+  char* q = static_cast<char*>(alloc_->realloc(p, 100, attr));
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  EXPECT_TRUE(intact(q, 100));
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 100);
+  EXPECT_EQ(ObMallocAllocator::usable_size(q), 128 - AOBJECT_META_SIZE);
+  EXPECT_EQ(header_state(load_header(p)), ObjectState::FREE);  // the old slot went back
+  ObMallocAllocator::free(q);
+  // A big object shrunk to a few KiB leaves its span for a slot.
+  char* big = filled(300000);
+  const int64_t spans = ta().object_set().span_used();
+  char* small = static_cast<char*>(alloc_->realloc(big, 3000, attr));
+  ASSERT_NE(small, nullptr);
+  EXPECT_NE(small, big);
+  EXPECT_TRUE(intact(small, 3000));
+  EXPECT_LT(ObMallocAllocator::usable_size(small), 4096);
+  EXPECT_LT(ta().object_set().span_used(), spans);
+  ObMallocAllocator::free(small);
+  // A dedicated chunk's object stays whatever it shrinks to.
+  char* huge = static_cast<char*>(alloc_->alloc(3 * MB, attr));
+  ASSERT_NE(huge, nullptr);
+  EXPECT_EQ(alloc_->realloc(huge, 100, attr), huge);
+  ObMallocAllocator::free(huge);
+}
+
+// A shrink never fails: with no room under its limit for the smaller copy, the object
+// shrinks in place, and the thread's last failure is still the caller's own.
+TEST_F(ObMallocTest, AShrinkWithoutRoomToMoveStaysInPlace) {
+  const ObMemAttr attr(TENANT, "t_realloc_shrink_limit");
+  ASSERT_TRUE(alloc_->set_tenant_ctx_limit(TENANT, DEFAULT_CTX_ID, 4 * MB));
+  // Two objects of a whole chunk's blocks each: the limit is reached, no block is free.
+  const int64_t whole = BLOCKS_PER_CHUNK * ABLOCK_SIZE - 64;
+  char* a = static_cast<char*>(alloc_->alloc(whole, attr));
+  char* b = static_cast<char*>(alloc_->alloc(whole, attr));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::memset(a, 5, 100);
+  EXPECT_EQ(alloc_->alloc(-1, attr), nullptr);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE);
+  EXPECT_EQ(alloc_->realloc(a, 100, attr), a);
+  EXPECT_EQ(ObMallocAllocator::get_size(a), 100);
+  EXPECT_EQ(a[99], 5);
+  EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE);
+  EXPECT_LE(ta().hold(), 4 * MB);
+  ObMallocAllocator::free(a);
+  ObMallocAllocator::free(b);
 }
 
 // A big object in a chunk of its own grows with its mapping (mremap), as glibc's mmapped
