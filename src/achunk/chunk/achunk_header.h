@@ -49,6 +49,9 @@ struct AChunk {
   int64_t aligned() const { return mapped_; }
   bool is_valid() const { return magic_.load(std::memory_order_relaxed) == MAGIC_CODE; }
   bool is_cached() const { return magic_.load(std::memory_order_relaxed) == CACHED_CODE; }
+  // Whether a shrink left it a tail to give back (AChunkMgr::trim_chunk): whole 2 MiB
+  // units past its request, or pages of its last unit past it written before.
+  bool has_tail() const { return tail_kept_ || mapped_ > chunk_aligned_size(alloc_bytes_); }
 
   // Atomic so that a double free racing the first free is a bug report, not a data race.
   std::atomic<uint32_t> magic_{MAGIC_CODE};
@@ -56,6 +59,9 @@ struct AChunk {
   // reads as zero and is not resident (calloc skips its memset). False for a chunk that
   // comes back from the cache, whatever it held.
   bool fresh_ = false;
+  // Shrunk by resize_chunk since it was handed out or last trimmed: the pages past its
+  // request may still be resident.
+  bool tail_kept_ = false;
   int64_t alloc_bytes_ = 0;  // payload requested by the last alloc_chunk
   // Bytes mapped, fixed for the chunk's life: a cached large chunk may serve a smaller
   // request, and goes back to the slot of its mapping.

@@ -199,6 +199,7 @@ AChunk* AChunkMgr::reuse_cached(AChunk* chunk, int idx, int64_t size, int64_t ho
   chunk->charged_ = std::max(hold, charged);
   chunk->alloc_bytes_ = size;
   chunk->fresh_ = false;
+  chunk->tail_kept_ = false;
   chunk->magic_.store(AChunk::MAGIC_CODE, std::memory_order_relaxed);
   chunk_registry::add(chunk);
   return chunk;

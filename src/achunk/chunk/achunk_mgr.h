@@ -76,10 +76,12 @@ class AChunkMgr {
   // A chunk placed for an alignment (head_align) is refused. For a big object's realloc:
   // no copy.
   AChunk* resize_chunk(AChunk* chunk, int64_t size);
-  // Unmaps the tail a chunk handed out kept past its request's 2 MiB-aligned size when
-  // it shrank (resize_chunk), in place, and stops charging it. Returns the bytes
-  // unmapped, 0 when there is no such tail, -1 when the OS refused (nothing changed).
-  // Its owner calls it once the tail has stayed unused for its idle time.
+  // Gives back the tail a chunk handed out kept past its request when it shrank
+  // (resize_chunk): unmaps the whole 2 MiB units past it, in place, releases the pages
+  // of its last unit past the request, and stops charging them. Returns the bytes
+  // unmapped and released, 0 when there is no such tail, -1 when the OS refused and
+  // nothing changed. A refused release after an unmap leaves those pages charged. Its
+  // owner calls it once the tail has stayed unused for its idle time.
   int64_t trim_chunk(AChunk* chunk);
   // Caches the chunk (or unmaps it when the cache is full), then unmaps at most one other
   // cached chunk that has idled for chunk_cache_ttl_ms. A pointer that is not a live

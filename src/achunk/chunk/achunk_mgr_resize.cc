@@ -72,6 +72,7 @@ AChunk* AChunkMgr::resize_chunk(AChunk* chunk, int64_t size) {
   }
   if (to_charge < charged) dec_hold(charged - to_charge);
   resized->charged_ = to_charge;
+  if (size < resized->alloc_bytes_) resized->tail_kept_ = true;
   resized->alloc_bytes_ = size;
   resized->fresh_ = false;
   live_resizes_.fetch_add(1, std::memory_order_relaxed);
@@ -79,18 +80,27 @@ AChunk* AChunkMgr::resize_chunk(AChunk* chunk, int64_t size) {
 }
 
 int64_t AChunkMgr::trim_chunk(AChunk* chunk) {
+  if (chunk->lead_ > 0 || !chunk->has_tail()) return 0;
   const int64_t aligned = chunk_aligned_size(chunk->alloc_bytes_);
   const int64_t old = chunk->aligned();
-  if (chunk->lead_ > 0 || aligned >= old) return 0;
+  // The pages of the last 2 MiB unit past the request: a buffer shrunk to a few KiB would
+  // otherwise keep the rest of its first unit resident as long as it lives.
+  const int64_t request_end = align_up(chunk->alloc_bytes_ + ACHUNK_HEADER_SIZE, ACHUNK_PAGE_SIZE);
   // A shrink stays in place (Os::resize_aligned), so the registry, which marks only the
   // chunk's first unit, is left alone: the owner may free or resize its object meanwhile.
   int err = 0;
-  if (remap(chunk, aligned, &err) == nullptr) return -1;
-  const int64_t to_charge = std::max(chunk->hold(), std::min(chunk->charged(), aligned));
+  if (aligned < old && remap(chunk, aligned, &err) == nullptr) return -1;
+  const bool washed =
+      request_end >= aligned ||
+      os_.release_pages(reinterpret_cast<char*>(chunk) + request_end, aligned - request_end) == 0;
+  if (!washed && aligned >= old) return -1;
+  chunk->tail_kept_ = !washed;
+  const int64_t to_charge =
+      washed ? chunk->hold() : std::max(chunk->hold(), std::min(chunk->charged(), aligned));
   dec_hold(chunk->charged() - to_charge);
   chunk->charged_ = to_charge;
   slack_trims_.fetch_add(1, std::memory_order_relaxed);
-  return old - aligned;
+  return old - aligned + (washed ? aligned - request_end : 0);
 }
 
 }  // namespace achunk

@@ -114,8 +114,9 @@ ABlock* BlockSet::resize_dedicated(ABlock* block, int64_t bytes) {
   link_chunk(resized);
   used_ += resized->hold() - old_hold;
   // Every resize restarts the tail's idle time: a buffer shrunk and grown each request
-  // keeps its pages while the requests come.
-  if (resized->aligned() > chunk_aligned_size(resized->alloc_bytes_)) link_slack(resized, now);
+  // keeps its pages while the requests come. A chunk that shrank stays listed until
+  // trimmed, grown back or not: its last unit may hold pages past the request.
+  if (resized->has_tail()) link_slack(resized, now);
   wash_stale_spans_if_due(now);
   return chunk_block(resized, 0);
 }

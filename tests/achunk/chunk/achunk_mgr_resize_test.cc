@@ -90,6 +90,44 @@ TEST_F(AChunkMgrResizeTest, ShrinkingKeepsTheTailUntilTrimmed) {
   expect_consistent();
 }
 
+// A buffer shrunk to a few KiB: the trim unmaps the units past its first, then releases
+// that unit's pages past the request, which it stops charging; one mapped to exactly its
+// units releases nothing. A refused release keeps those pages charged.
+TEST_F(AChunkMgrResizeTest, ATrimReleasesTheLastUnitsPagesPastTheRequest) {
+  constexpr int64_t SMALL = 100 * 1024;
+  AChunk* chunk = alloc_mb(30);
+  ASSERT_NE(chunk, nullptr);
+  fill(chunk, payload_for_mb(30));
+  ASSERT_EQ(mgr_.resize_chunk(chunk, SMALL), chunk);
+  EXPECT_EQ(chunk->aligned(), 30 * MB);
+  const int64_t request_end = align_up(SMALL + ACHUNK_HEADER_SIZE, ACHUNK_PAGE_SIZE);
+  const int64_t released = os_.released_bytes();
+  EXPECT_EQ(mgr_.trim_chunk(chunk), 28 * MB + (2 * MB - request_end));
+  EXPECT_EQ(os_.released_bytes(), released + 2 * MB - request_end);
+  EXPECT_TRUE(intact(chunk, SMALL));
+  EXPECT_EQ(reinterpret_cast<char*>(chunk)[request_end], 0);  // released: reads as zero
+  EXPECT_EQ(chunk->aligned(), 2 * MB);
+  EXPECT_EQ(mgr_.get_hold(), 2 * MB);  // a one-unit chunk charges its unit
+  EXPECT_EQ(mgr_.trim_chunk(chunk), 0);
+  mgr_.free_chunk(chunk);
+  // 6 MiB shrunk to 5: no unit to unmap, but its sixth MiB was written. A refused release
+  // changes nothing, so the owner tries again after another idle time.
+  chunk = alloc_mb(6);
+  ASSERT_NE(chunk, nullptr);
+  fill(chunk, payload_for_mb(6));
+  ASSERT_EQ(mgr_.resize_chunk(chunk, payload_for_mb(5)), chunk);
+  const int64_t hold = mgr_.get_hold();  // the first chunk's cached 2 MiB, and 6 MiB
+  os_.fail_next_releases(1);
+  EXPECT_EQ(mgr_.trim_chunk(chunk), -1);
+  EXPECT_EQ(mgr_.get_hold(), hold);
+  EXPECT_EQ(mgr_.trim_chunk(chunk), 1 * MB);
+  EXPECT_EQ(mgr_.get_hold(), hold - 1 * MB);
+  EXPECT_EQ(chunk->aligned(), 6 * MB);
+  EXPECT_EQ(mgr_.get_stats(false).slack_trims, 2);
+  mgr_.free_chunk(chunk);
+  expect_consistent();
+}
+
 TEST_F(AChunkMgrResizeTest, ARefusedTrimKeepsTheTailAndItsCharge) {
   AChunk* chunk = alloc_mb(10);
   ASSERT_NE(chunk, nullptr);

@@ -179,14 +179,16 @@ TEST_F(BlockSetResizeTest, ADedicatedChunkIsResizedThroughTheSourceAndStaysOnThe
 
 // A dedicated chunk shrunk keeps its mapping's tail on the slack list; the tails go back
 // oldest first once no resize touched them for the span idle time, on the set's own frees
-// as by a wash, and a freed chunk leaves the list.
+// as by a wash, and a freed chunk leaves the list. A tail is the whole 2 MiB units past
+// the request, unmapped, and the pages of its last unit past it, released: a buffer
+// shrunk to a few KiB keeps no more than its pages.
 TEST_F(BlockSetResizeTest, ShrunkDedicatedChunksKeepTheirTailsUntilIdle) {
   BlockSet set(source_);
   ABlock* a = set.alloc_block(9 * MB);
   ABlock* b = set.alloc_block(9 * MB);
   ABlock* c = set.alloc_block(9 * MB);
   ASSERT_TRUE(a->dedicated() && b->dedicated() && c->dedicated());
-  std::memset(block_data(a), 7, 3 * MB);
+  std::memset(block_data(a), 7, 3 * MB + 512 * 1024);
   a = set.resize_dedicated(a, 3 * MB);
   clock_.advance_ms(400);
   b = set.resize_dedicated(b, 3 * MB);
@@ -194,20 +196,32 @@ TEST_F(BlockSetResizeTest, ShrunkDedicatedChunksKeepTheirTailsUntilIdle) {
   EXPECT_EQ(set.slack_chunks(), 3);
   EXPECT_EQ(os_.resize_calls(), 0);
   EXPECT_EQ(AChunk::ptr2chunk(a)->aligned(), 10 * MB);
-  // Grown back within its mapping: no slack left, off the list.
+  // Grown back within its mapping: still listed, since the pages past its request may
+  // have been written before it shrank.
   c = set.resize_dedicated(c, 9 * MB);
-  EXPECT_EQ(set.slack_chunks(), 2);
+  EXPECT_EQ(set.slack_chunks(), 3);
   // A freed chunk leaves the list with its tail (the cache keeps its whole mapping).
   set.free_block(c);
+  EXPECT_EQ(set.slack_chunks(), 2);
   clock_.advance_ms(700);  // a: 1.1 s idle, b: 0.7 s
+  // The 4 MiB the request's units map, less its pages.
+  auto last_unit_tail = [](ABlock* x) {
+    return 4 * MB -
+           align_up(AChunk::ptr2chunk(x)->alloc_bytes_ + ACHUNK_HEADER_SIZE, ACHUNK_PAGE_SIZE);
+  };
+  ASSERT_GT(last_unit_tail(a), 512 * 1024);
+  const int64_t released = os_.released_bytes();
   ABlock* s = set.alloc_block(ABLOCK_SIZE);
   set.free_block(s);  // the free's look: a's tail only
   EXPECT_EQ(set.slack_chunks(), 1);
   EXPECT_EQ(os_.resize_calls(), 1);
+  EXPECT_EQ(os_.released_bytes(), released + last_unit_tail(a));
   EXPECT_EQ(AChunk::ptr2chunk(a)->aligned(), 4 * MB);
   EXPECT_EQ(static_cast<char*>(block_data(a))[3 * MB - 1], 7);
+  EXPECT_EQ(static_cast<char*>(block_data(a))[3 * MB + 256 * 1024], 0);  // released
   EXPECT_EQ(BlockSet::ptr2block(block_data(a)), a);
-  EXPECT_EQ(set.trim_idle_slack(clock_.now_us()), 6 * MB);  // b's, asked for by a wash
+  // b's, asked for by a wash.
+  EXPECT_EQ(set.trim_idle_slack(clock_.now_us()), 6 * MB + last_unit_tail(b));
   EXPECT_EQ(set.slack_chunks(), 0);
   EXPECT_EQ(mgr_.get_stats(false).slack_trims, 2);
   free_all(set, {a, b});

@@ -240,15 +240,19 @@ TEST_F(ObMallocTest, ReallocResizesADedicatedChunkWithoutACopy) {
   EXPECT_EQ(alloc_->wash_stale_spans(SPAN_IDLE_US), 0);
   EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(), mapped);
   clock_.advance_us(SPAN_IDLE_US / 2);
-  const int64_t charged = AChunk::ptr2chunk(s)->charged();
+  const AChunk* chunk = AChunk::ptr2chunk(s);
+  const int64_t charged = chunk->charged();
   const int64_t tail = mapped - chunk_aligned_size(5 * MB + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE);
-  EXPECT_EQ(alloc_->wash_stale_spans(SPAN_IDLE_US), tail);
+  // The whole units past the request unmapped, the pages of its last unit past it released.
+  const int64_t pages_past =
+      mapped - tail - align_up(chunk->alloc_bytes_ + ACHUNK_HEADER_SIZE, ACHUNK_PAGE_SIZE);
+  EXPECT_EQ(alloc_->wash_stale_spans(SPAN_IDLE_US), tail + pages_past);
   EXPECT_EQ(os_.resize_calls(), 2);
   EXPECT_EQ(AChunk::ptr2chunk(s)->aligned(), mapped - tail);
   EXPECT_EQ(mgr_.get_stats(false).slack_trims, 1);
   EXPECT_EQ(ta().object_set().slack_chunks(), 0);
-  // The chunk layer now charges the whole smaller mapping, the ctx still its request.
-  EXPECT_EQ(mgr_.get_hold(), mgr_hold - (charged - (mapped - tail)));
+  // The chunk layer now charges the request's pages, as the ctx does.
+  EXPECT_EQ(mgr_.get_hold(), mgr_hold - (charged - chunk->hold()));
   EXPECT_EQ(ta().hold(), hold + 2 * MB);
   EXPECT_EQ(s[4096], 1);
   EXPECT_EQ(ObMallocAllocator::get_size(s), 5 * MB);
