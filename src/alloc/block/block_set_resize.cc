@@ -156,7 +156,7 @@ int64_t BlockSet::trim_idle_slack(int64_t cutoff_us, int64_t max_tails) {
        ++n) {
     AChunk* chunk = slack_head_;
     unlink_slack(chunk);
-    // In place (a shrink never moves), and the request's hold is unchanged.
+    // In place (a mapping's shrink never moves), and the request's hold is unchanged.
     const int64_t bytes = source_.trim_chunk(chunk);
     if (bytes < 0) {
       link_slack(chunk, source_.now_us());  // the OS refused: a whole idle time again

@@ -365,14 +365,15 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
     // far would go unseen. An aligned object's free below checks its own.
     const int64_t size_now = ObjectSet::object_size(ptr, h);
     if (!check_tail(ptr, h, size_now, "tail canary overwritten")) return nullptr;
+    // Far below its slot, a shrunk object moves to a smaller one; any other stays.
     if (size < size_now && ObjectSet::shrink_moves(ptr, size)) {
       if (void* fresh = move_shrunk(ptr, size, attr)) return fresh;
     }
     if (ObjectSet::resize_in_place(ptr, size)) {
       // A shrunk big object gives back the blocks past its new size, in place, as glibc's
-      // split does. Nothing moves: a buffer shrunk after each request and grown by the
-      // next (MariaDB's packet buffer) would pay two copies a request, where the grow
-      // takes the freed blocks back in place.
+      // split does. It stays: a buffer shrunk after each request and grown by the next
+      // (MariaDB's packet buffer) would pay two copies a request, where the grow takes
+      // the freed blocks back in place.
       return size < size_now ? ObjectSet::trim_big(ptr) : ptr;
     }
     // A big object in a chunk of its own grows with its mapping (mremap), as glibc's
