@@ -49,42 +49,10 @@ CLK_TCK=$(getconf CLK_TCK)
 JEMALLOC_SO=$(ldconfig -p | awk '/libjemalloc.so.2 / && !found {print $NF; found = 1}')
 mkdir -p "$OUT"
 
-WORK=$(mktemp -d /tmp/achunk-sysbench.XXXXXX)
-SOCK=$WORK/mysqld.sock
-PID=
-stop_server() {
-  if [[ -n "$PID" ]] && kill -0 "$PID" 2>/dev/null; then
-    timeout 60 mariadb-admin --no-defaults --socket="$SOCK" -uroot shutdown 2>/dev/null ||
-      kill "$PID" || true
-    for _ in $(seq 1 60); do kill -0 "$PID" 2>/dev/null || break; sleep 0.5; done
-    kill -9 "$PID" 2>/dev/null || true
-  fi
-  PID=
-}
-cleanup() { stop_server; rm -rf "$WORK"; }
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/sysbench/server.sh
+source bench/sysbench/server.sh
+SERVER_OPTS=(--innodb-buffer-pool-size=256M --max-connections=64)
 
-mariadb-install-db --no-defaults --datadir="$WORK/data" --user="$(id -un)" \
-  --auth-root-authentication-method=normal --skip-test-db >"$WORK/install.log" 2>&1
-
-start_server() {  # $1 = preload library or "", $2 = ACHUNK_CONF
-  local preload=$1 conf=$2
-  env ${preload:+LD_PRELOAD=$preload} ACHUNK_CONF="$conf" \
-    /usr/sbin/mariadbd --no-defaults --datadir="$WORK/data" --socket="$SOCK" --skip-networking \
-    --pid-file="$WORK/mysqld.pid" --user="$(id -un)" --innodb-buffer-pool-size=256M \
-    --max-connections=64 --innodb-buffer-pool-load-at-startup=OFF \
-    --innodb-buffer-pool-dump-at-shutdown=OFF --log-error="$WORK/error.log" 2>"$WORK/stderr.log" &
-  PID=$!
-  for _ in $(seq 1 120); do
-    mariadb-admin --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "mariadbd did not start; see $WORK/error.log" >&2
-  cat "$WORK/error.log" >&2 || true
-  return 1
-}
-
-rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status" 2>/dev/null || echo 0; }
 # The server's minor page faults so far (field 10 of /proc/PID/stat, counted after the
 # parenthesised command name). Faults per transaction show what giving pages back costs
 # when they are touched again, which QPS on this VM is too noisy to show.
@@ -123,7 +91,7 @@ SB_COMMON=(--db-driver=mysql --mysql-socket="$SOCK" --mysql-user=root --mysql-db
   --tables="$TABLES" --table-size="$TABLE_SIZE")
 
 # Prepare the tables once, under glibc.
-start_server "" ""
+start_server "" "" "${SERVER_OPTS[@]}"
 mariadb --no-defaults --socket="$SOCK" -uroot -e "CREATE DATABASE IF NOT EXISTS sbtest"
 sysbench oltp_read_write "${SB_COMMON[@]}" --threads="$THREADS" prepare >"$WORK/prepare.log"
 stop_server
@@ -147,7 +115,7 @@ for round in $(seq 1 "$ROUNDS"); do
       achunk_before) preload=${ACHUNK_BEFORE_SO:?achunk_before needs ACHUNK_BEFORE_SO}; conf="" ;;
     esac
     echo "=== round $round: $setting ===" >&2
-    start_server "$preload" "$conf"
+    start_server "$preload" "$conf" "${SERVER_OPTS[@]}"
     peak=0
     faults0=$(minflt)
     # The server's madvise calls over the read_write run: what washing costs, which QPS on
