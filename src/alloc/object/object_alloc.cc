@@ -252,8 +252,7 @@ bool ObjectSet::shrink_moves(void* ptr, int64_t new_size) {
     // A dedicated chunk keeps its mapping: a packet buffer shrunk after each request
     // grows back into it without a syscall, and its tail goes back once idle.
     if (block->dedicated()) return false;
-    held =
-        (big_span_bytes(slab->big_offset_, new_size) + ABLOCK_SIZE - 1) / ABLOCK_SIZE * ABLOCK_SIZE;
+    held = align_up(big_span_bytes(slab->big_offset_, new_size), ABLOCK_SIZE);
   } else {
     held = class_slot_size(slab->sc_);
   }
