@@ -1,5 +1,6 @@
 // Test support: a fake Os that hands out real (heap) memory with the requested
-// alignment, counts every call, checks that unmaps match maps, and fails on demand.
+// alignment, counts every call, checks that unmaps match maps (a whole mapping, or the
+// head of one: unmap_head), and fails on demand.
 // Like the kernel's, fresh mappings and released pages read as zero.
 // Depends on the platform interface, and on LinuxOs for the real process barrier.
 #pragma once
@@ -19,7 +20,7 @@ namespace achunk::testing {
 class FakeOs final : public Os {
  public:
   ~FakeOs() override {
-    for (auto& [addr, size] : live_) std::free(addr);
+    for (auto& [addr, size] : live_) std::free(block_of(addr));
   }
 
   void* map_aligned(int64_t size, int64_t align, int* err) override {
@@ -60,11 +61,40 @@ class FakeOs final : public Os {
       live_.erase(it);
       mapped_bytes_ -= size;
       hook = unmap_hook_;
+      void* block = block_of(addr);
+      block_.erase(addr);
+      addr = block;
     }
     std::free(addr);
     if (hook) hook();
     return 0;
   }
+
+  // The rest stays in the same heap block, which its own unmap frees. Counted as an
+  // unmap, and failed with them on demand.
+  int unmap_head(void* addr, int64_t head, int64_t size) override {
+    std::lock_guard<std::mutex> g(mu_);
+    ++unmap_calls_;
+    ++head_unmaps_;
+    if (unmap_calls_ == fail_unmap_at_) {  // the mapping stays whole, for its own unmap
+      ++failed_head_unmaps_;
+      return ENOMEM;
+    }
+    auto it = live_.find(addr);
+    if (it == live_.end() || it->second != head + size || head <= 0) {
+      ++bad_unmaps_;
+      return EINVAL;
+    }
+    void* rest = static_cast<char*>(addr) + head;
+    live_[rest] = size;
+    block_[rest] = block_of(addr);
+    live_.erase(it);
+    block_.erase(addr);
+    mapped_bytes_ -= head;
+    return 0;
+  }
+  int64_t head_unmaps() const { return locked(head_unmaps_); }
+  int64_t failed_head_unmaps() const { return locked(failed_head_unmaps_); }
 
   // Moves to a new block of the new size (contents kept up to the smaller size), as
   // mremap may; counted as a resize, and failed on demand like a map.
@@ -101,7 +131,8 @@ class FakeOs final : public Os {
       std::memset(static_cast<char*>(p) + kept, 0, static_cast<size_t>(new_size - kept));
     }
     live_.erase(it);
-    std::free(addr);
+    std::free(block_of(addr));
+    block_.erase(addr);
     live_[p] = new_size;
     mapped_bytes_ += new_size - old_size;
     return p;
@@ -266,6 +297,14 @@ class FakeOs final : public Os {
   bool barrier_on_ = true;
   int64_t barrier_calls_ = 0;
   std::map<void*, int64_t> live_;
+  // A mapping whose head was unmapped (unmap_head): its heap block, which starts before it.
+  std::map<void*, void*> block_;
+  void* block_of(void* addr) const {
+    auto it = block_.find(addr);
+    return it != block_.end() ? it->second : addr;
+  }
+  int64_t head_unmaps_ = 0;
+  int64_t failed_head_unmaps_ = 0;
   int64_t shared_maps_ = 0;
   std::function<void()> unmap_hook_;
   std::function<void()> on_release_;

@@ -74,8 +74,8 @@ struct AChunk {
   int64_t cache_ts_ = 0;  // microseconds, stamped when the chunk entered the cache
   AChunk* prev_ = nullptr;
   AChunk* next_ = nullptr;
-  // Bytes mapped before the chunk to place it (AChunkMgr::alloc_chunk's head_align);
-  // unmapped with it. 0 for every other chunk.
+  // Bytes mapped before the chunk to place it (AChunkMgr::alloc_chunk's head_align),
+  // unmapped when it is freed (it is then cached as any chunk). 0 for every other chunk.
   int64_t lead_ = 0;
 };
 

@@ -81,6 +81,25 @@ AChunk* AChunkList::pop_sized(int64_t min_bytes, int64_t max_bytes, bool largest
   return unlink_locked(best);
 }
 
+AChunk* AChunkList::pop_placed(int64_t min_bytes, int64_t max_bytes, int64_t place_align,
+                               int max_look) {
+  if (empty()) return nullptr;
+  std::lock_guard<SpinLock> guard(lock_);
+  int looked = 0;
+  for (AChunk* chunk = tail_; chunk != nullptr && looked < max_look;
+       chunk = chunk->prev_, ++looked) {
+    const int64_t bytes = chunk->aligned();
+    const uintptr_t second_unit = reinterpret_cast<uintptr_t>(chunk) + ACHUNK_ALIGN;
+    if (bytes < min_bytes || bytes > max_bytes ||
+        (second_unit & static_cast<uintptr_t>(place_align - 1)) != 0) {
+      continue;
+    }
+    add(reuses_, 1);
+    return unlink_locked(chunk);
+  }
+  return nullptr;
+}
+
 AChunk* AChunkList::popall() {
   std::lock_guard<SpinLock> guard(lock_);
   AChunk* chain = head_;

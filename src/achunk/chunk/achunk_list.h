@@ -39,6 +39,10 @@ class AChunkList {
   // none. A walk of the list: for a slot whose count is capped (the huge slot).
   AChunk* pop_sized(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t now_us,
                     int64_t min_age_us);
+  // For reuse: among the `max_look` most recently cached chunks, the newest whose mapped
+  // size is in [min_bytes, max_bytes] and whose second 2 MiB unit starts at a multiple of
+  // `place_align` (a request placed for an alignment); nullptr if none. O(max_look).
+  AChunk* pop_placed(int64_t min_bytes, int64_t max_bytes, int64_t place_align, int max_look);
   // The oldest chunk regardless of age, or nullptr.
   AChunk* pop_oldest() { return pop_expired(INT64_MAX, 0); }
   // Detaches every chunk; returns them as a nullptr-terminated chain through next_.

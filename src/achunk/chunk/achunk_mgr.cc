@@ -74,12 +74,9 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
   }
   const int64_t aligned = chunk_aligned_size(size);
   const int64_t hold = chunk_hold_size(size);
-  if (head_align > ACHUNK_ALIGN) {
-    if ((head_align & (head_align - 1)) != 0 || head_align > ACHUNK_MAX_ALLOC_SIZE) {
-      return fail(AllocFailKind::INVALID_ARGUMENT, size, 0);
-    }
-    // Never cached nor taken from the cache: its place is part of the request.
-    return map_new_chunk(size, aligned, hold, HUGE_SLOT, head_align - ACHUNK_ALIGN);
+  if (head_align > ACHUNK_ALIGN &&
+      ((head_align & (head_align - 1)) != 0 || head_align > ACHUNK_MAX_ALLOC_SIZE)) {
+    return fail(AllocFailKind::INVALID_ARGUMENT, size, 0);
   }
   const int idx = slot_index(aligned, thread_way());
   if (above_normal(idx)) {
@@ -87,6 +84,7 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
     slots_[idx].asked_at_.store(n, std::memory_order_relaxed);
     slots_[idx].asked_us_.store(clock_.now_us(), std::memory_order_relaxed);
   }
+  if (head_align > ACHUNK_ALIGN) return alloc_placed(size, aligned, hold, idx, head_align);
   int from = idx;
   AChunk* cached = idx == HUGE_SLOT ? nullptr : pop_chunk_with_size(idx);
   // Best fit: a large or huge request may take a bigger cached chunk as it is (the tail's
@@ -119,6 +117,43 @@ AChunk* AChunkMgr::alloc_chunk(int64_t size, int64_t head_align) {
   }
   bump(slots_[idx].misses_);
   return map_new_chunk(size, aligned, hold, idx);
+}
+
+AChunk* AChunkMgr::alloc_placed(int64_t size, int64_t aligned, int64_t hold, int idx,
+                                int64_t head_align) {
+  // A cached chunk that happens to sit where the request must (one placed for this
+  // alignment or a larger one, freed), among the newest few of its size, as the plain
+  // path's best fit would take it: of this size or the next large one up to a quarter
+  // bigger, or a huge one up to twice the size.
+  int from = idx;
+  AChunk* cached = nullptr;
+  if (idx == HUGE_SLOT) {
+    cached = slots_[idx].free_list_.pop_placed(aligned, 2 * aligned, head_align, PLACED_LOOK);
+  } else {
+    cached = slots_[idx].free_list_.pop_placed(0, INT64_MAX, head_align, PLACED_LOOK);
+    if (cached == nullptr && is_large(idx) && idx + 1 < HUGE_SLOT &&
+        4 * slot_bytes(idx + 1) <= 5 * aligned) {
+      from = idx + 1;
+      cached = slots_[from].free_list_.pop_placed(0, INT64_MAX, head_align, PLACED_LOOK);
+    }
+  }
+  if (cached != nullptr) {
+    uncache(cached, from);
+    if (AChunk* chunk = reuse_cached(cached, from, size, hold)) return chunk;
+  } else {
+    bump(slots_[idx].misses_);
+  }
+  return map_new_chunk(size, aligned, hold, idx, head_align - ACHUNK_ALIGN);
+}
+
+bool AChunkMgr::drop_lead(AChunk* chunk) {
+  const int64_t lead = chunk->lead_;
+  if (os_.unmap_head(reinterpret_cast<char*>(chunk) - lead, lead, chunk->aligned()) != 0) {
+    return false;
+  }
+  total_hold_.fetch_sub(lead, std::memory_order_relaxed);
+  chunk->lead_ = 0;
+  return true;
 }
 
 AChunk* AChunkMgr::pop_huge(int64_t min_bytes, int64_t max_bytes, bool largest,
@@ -274,10 +309,12 @@ void AChunkMgr::free_chunk(AChunk* chunk) {
   chunk->magic_.store(AChunk::CACHED_CODE, std::memory_order_relaxed);
   chunk_registry::remove(chunk);
   const int64_t hold = chunk->charged();
-  const int idx = chunk->lead_ > 0 ? HUGE_SLOT : slot_index(chunk->aligned(), thread_way());
+  const int idx = slot_index(chunk->aligned(), thread_way());
   const int64_t now = clock_.now_us();
-  if (chunk->lead_ > 0) {
-    unmap_chunk(chunk, idx);  // placed for its request: never cached
+  // A placed chunk is cached as any other, its lead unmapped: it stays where it was
+  // placed, for the next request of that alignment (alloc_placed), or of none.
+  if (chunk->lead_ > 0 && !drop_lead(chunk)) {
+    unmap_chunk(chunk, idx);
   } else if (idx == HUGE_SLOT) {
     cache_huge(chunk, now);
   } else if (!try_cache(chunk, idx, hold, now)) {

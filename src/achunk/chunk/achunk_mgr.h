@@ -40,6 +40,8 @@ class AChunkMgr {
   static constexpr int SLOT_COUNT = CACHEABLE_SLOTS;
   // Chunks the huge slot caches: a huge request walks them for the best fit.
   static constexpr int HUGE_CACHE_MAX = 8;
+  // Cached chunks of its size a request placed for an alignment looks at, newest first.
+  static constexpr int PLACED_LOOK = 8;
   static constexpr int64_t MAX_LARGE_ACHUNK_SIZE = int64_t{20} << 20;
   static constexpr int64_t CACHE_EXPIRE_US = 30'000'000;
   // Cached chunks per slot whose resident pages get_stats measures (the rest count whole).
@@ -63,18 +65,19 @@ class AChunkMgr {
   // last_alloc_failure(). Reuses a cached chunk of the same mapped size when there is one,
   // else (a large or huge request) a bigger one: of the next large size up to 25% larger,
   // else the smallest huge chunk up to twice the size.
-  // With `head_align` (a power of two above 2 MiB) the chunk is a fresh mapping placed
-  // so that its second 2 MiB unit starts at a multiple of head_align: an object there is
-  // that aligned, and its header, just below, is in the chunk's first unit. The mapping
-  // starts head_align - 2 MiB bytes before the chunk (AChunk::lead_): address space
-  // only, never touched nor charged.
+  // With `head_align` (a power of two above 2 MiB) the chunk's second 2 MiB unit starts
+  // at a multiple of head_align: an object there is that aligned, and its header, just
+  // below, is in the chunk's first unit. A cached chunk of about the size that sits so is
+  // reused (alloc_placed), else a fresh mapping is placed so, starting head_align - 2 MiB
+  // bytes before the chunk (AChunk::lead_: address space only, never touched nor
+  // charged, unmapped when the chunk is freed and cached).
   AChunk* alloc_chunk(int64_t size, int64_t head_align = 0);
   // Resizes a chunk handed out to hold `size` payload bytes, keeping its contents: its
   // mapping grows (mremap) when its 2 MiB-aligned size grows, and may move. A shrink
   // keeps the mapping and its charge (see trim_chunk). Returns the chunk, maybe at a new
   // address, or nullptr with the reason in last_alloc_failure() and the chunk as it was.
-  // A chunk placed for an alignment (head_align) is refused. For a big object's realloc:
-  // no copy.
+  // A chunk still holding its lead (a fresh placed one) is refused. For a big object's
+  // realloc: no copy.
   AChunk* resize_chunk(AChunk* chunk, int64_t size);
   // Gives back the tail a chunk handed out kept past its request when it shrank
   // (resize_chunk): unmaps the whole 2 MiB units past it, in place, releases the pages
@@ -187,6 +190,13 @@ class AChunkMgr {
   // mapped size `aligned` that its own sizes missed: the smallest bigger one, else the
   // biggest smaller one. O(slots + HUGE_CACHE_MAX).
   AChunk* pop_nearest_large(int idx, int64_t aligned, int* from);
+  // alloc_chunk with a head_align above 2 MiB: a cached chunk of about the size, among
+  // the newest PLACED_LOOK of its slot (and the next large one), whose second unit meets
+  // head_align, else a fresh placed mapping. O(PLACED_LOOK).
+  AChunk* alloc_placed(int64_t size, int64_t aligned, int64_t hold, int idx, int64_t head_align);
+  // Unmaps a freed placed chunk's lead, leaving a plain chunk where it was placed; false
+  // (the chunk as it was) when the unmap fails.
+  bool drop_lead(AChunk* chunk);
   // From the huge slot, for reuse: a chunk of [min_bytes, max_bytes] (see pop_sized).
   AChunk* pop_huge(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t min_age_us);
   // Resizes a cached chunk's mapping (Os::resize_aligned) to `aligned`; on failure it is

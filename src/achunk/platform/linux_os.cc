@@ -168,6 +168,22 @@ int LinuxOs::unmap(void* addr, int64_t size) {
   return ::munmap(addr, static_cast<size_t>(reserved_size(size))) == 0 ? 0 : errno;
 }
 
+int LinuxOs::unmap_head(void* addr, int64_t head, int64_t size) {
+  // The rest's reservation must end where reserved_size(size) says, as a mapping of its
+  // own would: the old one (of head + size) may end before or after that.
+  char* const rest = static_cast<char*>(addr) + head;
+  char* const old_end = static_cast<char*>(addr) + reserved_size(head + size);
+  char* const new_end = rest + reserved_size(size);
+  if (new_end > old_end && !reserve_at(old_end, new_end - old_end)) return ENOMEM;
+  if (::munmap(addr, static_cast<size_t>(head)) != 0) {
+    const int err = errno;
+    if (new_end > old_end) ::munmap(old_end, static_cast<size_t>(new_end - old_end));
+    return err;
+  }
+  if (new_end < old_end) ::munmap(new_end, static_cast<size_t>(old_end - new_end));
+  return 0;
+}
+
 void* LinuxOs::resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
                               int* err) {
   char* const base = static_cast<char*>(addr);

@@ -12,6 +12,7 @@ class LinuxOs final : public Os {
  public:
   [[nodiscard]] void* map_aligned(int64_t size, int64_t align, int* err) override;
   int unmap(void* addr, int64_t size) override;
+  int unmap_head(void* addr, int64_t head, int64_t size) override;
   void* resize_aligned(void* addr, int64_t old_size, int64_t new_size, int64_t align,
                        int* err) override;
   int release_pages(void* addr, int64_t size) override;

@@ -26,6 +26,12 @@ class Os {
   // Returns 0 or the errno of the failed call.
   virtual int unmap(void* addr, int64_t size) = 0;
 
+  // Unmaps the first `head` bytes of the mapping [addr, addr+head+size) made by
+  // map_aligned, leaving [addr+head, +size) as if map_aligned had made it (unmap and
+  // resize_aligned then take it with its own size). Returns 0, or the errno with the
+  // mapping as it was.
+  virtual int unmap_head(void* addr, int64_t head, int64_t size) = 0;
+
   // Resizes the mapping [addr, addr+old_size), made by map_aligned with `align`, to
   // new_size bytes, keeping its pages and contents. A shrink gives the tail back and stays
   // in place; a grow may move, to an address aligned to `align`. Returns the mapping's

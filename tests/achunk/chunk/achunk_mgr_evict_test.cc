@@ -17,10 +17,16 @@ constexpr int64_t TTL_MS = AChunkMgr::CACHE_EXPIRE_US / 1000;
 
 class AChunkMgrEvictTest : public ChunkMgrTest {
  protected:
-  // Frees a chunk that is never cached (huge), purely to give free_chunk a chance to evict.
-  // A placed chunk: never taken from the cache nor cached, so only its free's eviction
-  // touches the cache.
-  void poke_free() { mgr_.free_chunk(mgr_.alloc_chunk(ACHUNK_SIZE, 4 * MB)); }
+  // Frees a chunk that is never cached, purely to give free_chunk a chance to evict: a
+  // huge placed chunk (no test here caches a huge one it could reuse) whose lead the OS
+  // refuses to unmap, so its free unmaps it whole and only the eviction touches the cache.
+  void poke_free() {
+    AChunk* c = mgr_.alloc_chunk(payload_for_mb(24), 4 * MB);
+    ASSERT_NE(c, nullptr);
+    ASSERT_GT(c->lead_, 0);
+    os_.fail_nth(FakeOs::Call::UNMAP, 1);
+    mgr_.free_chunk(c);
+  }
   void cache_normal_chunks(int n) {
     std::vector<AChunk*> chunks;
     for (int i = 0; i < n; ++i) chunks.push_back(alloc_normal());

@@ -564,7 +564,8 @@ TEST_F(AChunkMgrTest, ApplyOptionChangesThatOptionAlone) {
 }
 
 // A placed chunk: its second 2 MiB unit starts at a multiple of head_align; the lead
-// before it is mapped and unmapped with it, never cached.
+// before it is mapped with it, and unmapped when it is freed, the chunk cached where it
+// was placed.
 TEST_F(ChunkMgrTest, HeadAlignPlacesTheChunk) {
   for (int64_t head_align : {int64_t{4} << 20, int64_t{16} << 20}) {
     AChunk* c = mgr_.alloc_chunk(ACHUNK_SIZE, head_align);
@@ -574,13 +575,98 @@ TEST_F(ChunkMgrTest, HeadAlignPlacesTheChunk) {
     EXPECT_EQ(mgr_.get_hold(), c->hold());
     EXPECT_EQ(os_.mapped_bytes(), c->aligned() + c->lead_);
     expect_consistent();
+    const int64_t head_unmaps = os_.head_unmaps();
     mgr_.free_chunk(c);
+    EXPECT_EQ(os_.head_unmaps(), head_unmaps + 1);
+    EXPECT_EQ(c->lead_, 0);
+    EXPECT_EQ(total_cached(), 1);
+    EXPECT_EQ(os_.mapped_bytes(), c->aligned());
+    expect_consistent();
+    mgr_.sync_wash();
     EXPECT_EQ(os_.live_mappings(), 0);
     EXPECT_EQ(mgr_.get_hold(), 0);
     expect_consistent();
   }
   EXPECT_EQ(mgr_.alloc_chunk(ACHUNK_SIZE, (int64_t{3} << 20)), nullptr);
   EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_ARGUMENT);
+}
+
+// A loop of buffers aligned to 4 MiB or more must not map, fault in and unmap a chunk
+// per round: the next request the freed chunk's place meets (that alignment or a smaller
+// one, or none) takes it from the cache.
+TEST_F(ChunkMgrTest, AFreedPlacedChunkServesTheNextRequestItsPlaceMeets) {
+  constexpr int64_t ALIGN = 16 * MB;
+  AChunk* c = mgr_.alloc_chunk(payload_for_mb(6), ALIGN);
+  ASSERT_NE(c, nullptr);
+  mgr_.free_chunk(c);
+  const int64_t maps = os_.map_calls();
+  for (int64_t head_align : {ALIGN, 4 * MB, ALIGN}) {
+    AChunk* again = mgr_.alloc_chunk(payload_for_mb(6), head_align);
+    EXPECT_EQ(again, c) << head_align;
+    EXPECT_EQ(again->lead_, 0);
+    EXPECT_EQ(mgr_.get_hold(), again->hold());
+    mgr_.free_chunk(again);
+  }
+  // A plain request of the size (or a little smaller) takes it as any cached chunk.
+  EXPECT_EQ(mgr_.alloc_chunk(payload_for_mb(6) - MB), c);
+  EXPECT_EQ(os_.map_calls(), maps);
+  mgr_.free_chunk(c);
+  // An alignment its place does not meet maps a chunk of its own.
+  const uintptr_t second_unit = reinterpret_cast<uintptr_t>(c) + ACHUNK_ALIGN;
+  const int64_t unmet = int64_t{2} << __builtin_ctzll(second_unit);
+  if (unmet > 256 * MB) GTEST_SKIP() << "the fake placed the chunk too well to find an unmet one";
+  AChunk* other = mgr_.alloc_chunk(payload_for_mb(6), unmet);
+  ASSERT_NE(other, nullptr);
+  EXPECT_NE(other, c);
+  EXPECT_EQ(os_.map_calls(), maps + 1);
+  EXPECT_EQ((reinterpret_cast<uintptr_t>(other) + ACHUNK_ALIGN) % unmet, 0u);
+  mgr_.free_chunk(other);
+  expect_consistent();
+}
+
+// The look is bounded: a request placed for an alignment reads at most PLACED_LOOK
+// cached chunks of its size, newest first, so one that meets it behind PLACED_LOOK newer
+// ones that do not is not found and a chunk is mapped.
+TEST_F(ChunkMgrTest, APlacedRequestLooksAtTheNewestChunksOfItsSizeOnly) {
+  constexpr int64_t ALIGN = 64 * MB;
+  AChunk* placed = mgr_.alloc_chunk(payload_for_mb(4), ALIGN);
+  ASSERT_NE(placed, nullptr);
+  std::vector<AChunk*> unmet;
+  std::vector<AChunk*> met;  // plain chunks that meet ALIGN by chance: kept out of the cache
+  while (static_cast<int>(unmet.size()) < AChunkMgr::PLACED_LOOK) {
+    AChunk* c = mgr_.alloc_chunk(payload_for_mb(4));
+    ASSERT_NE(c, nullptr);
+    ((reinterpret_cast<uintptr_t>(c) + ACHUNK_ALIGN) % ALIGN == 0 ? met : unmet).push_back(c);
+  }
+  mgr_.free_chunk(placed);
+  for (AChunk* c : unmet) mgr_.free_chunk(c);
+  int64_t maps = os_.map_calls();
+  AChunk* fresh = mgr_.alloc_chunk(payload_for_mb(4), ALIGN);
+  EXPECT_NE(fresh, placed);
+  EXPECT_EQ(os_.map_calls(), maps + 1);
+  // One of the newer ones taken off the top, the placed chunk is within the look again.
+  AChunk* top = mgr_.alloc_chunk(payload_for_mb(4));
+  EXPECT_EQ(top, unmet.back());
+  maps = os_.map_calls();
+  AChunk* found = mgr_.alloc_chunk(payload_for_mb(4), ALIGN);
+  EXPECT_EQ(found, placed);
+  EXPECT_EQ(os_.map_calls(), maps);
+  for (AChunk* c : {fresh, top, found}) mgr_.free_chunk(c);
+  for (AChunk* c : met) mgr_.free_chunk(c);
+  expect_consistent();
+}
+
+// A lead the OS refuses to unmap leaves the placed chunk as it was, unmapped whole.
+TEST_F(ChunkMgrTest, APlacedChunkWhoseLeadStaysMappedIsUnmappedWhole) {
+  AChunk* c = mgr_.alloc_chunk(payload_for_mb(6), 8 * MB);
+  ASSERT_NE(c, nullptr);
+  os_.fail_nth(FakeOs::Call::UNMAP, 1);
+  mgr_.free_chunk(c);
+  EXPECT_EQ(os_.failed_head_unmaps(), 1);
+  EXPECT_EQ(total_cached(), 0);
+  EXPECT_EQ(os_.live_mappings(), 0);
+  EXPECT_EQ(mgr_.get_hold(), 0);
+  expect_consistent();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -125,6 +126,63 @@ TEST_F(LinuxOsResizeTest, MovesPastATakenEndEvenWhenTwoVmas) {
   for (char* b : {block1, block2}) {
     if (b != nullptr) ::munmap(b, PAGE);
   }
+}
+
+// unmap_head leaves the rest as a mapping of its own size would be: its reservation
+// ends where reserved_size of that size says, whether the whole one ended after that (a
+// long head: the surplus goes) or before it (a short head: it is extended), so the
+// rest's own unmap takes exactly its address space, no more and no less.
+TEST_F(LinuxOsResizeTest, UnmapHeadLeavesTheRestAsAMappingOfItsOwnSize) {
+  struct Case {
+    int64_t head, size;
+  };
+  // 62 + 6 MiB spans 128 MiB, 6 MiB alone 32: the surplus after the rest goes. 2 + 6 MiB
+  // spans 32 MiB, ending 2 MiB before the rest's own 32: those are reserved.
+  for (const Case c : {Case{62 * MIB, 6 * MIB}, Case{2 * MIB, 6 * MIB}, Case{6 * MIB, 2 * MIB}}) {
+    int err = 0;
+    char* p = static_cast<char*>(os_.map_aligned(c.head + c.size, ACHUNK_ALIGN, &err));
+    ASSERT_NE(p, nullptr) << std::strerror(err);
+    char* rest = p + c.head;
+    fill(rest, 0, c.size);
+    ASSERT_EQ(os_.unmap_head(p, c.head, c.size), 0);
+    EXPECT_TRUE(range_free(p, c.head));
+    EXPECT_TRUE(intact(rest, 0, c.size));
+    // What a mapping of n bytes spans, its reservation included (LinuxOs's rule).
+    auto spans = [](int64_t n) {
+      return n < 4 * MIB     ? n
+             : n <= 32 * MIB ? 32 * MIB
+                             : int64_t{1} << (64 - __builtin_clzll(n - 1));
+    };
+    const int64_t span = spans(c.size);
+    if (span > c.size) {
+      EXPECT_FALSE(range_free(rest + c.size, span - c.size));  // still reserved
+    }
+    ASSERT_EQ(os_.unmap(rest, c.size), 0);
+    // The rest's unmap took all of what is left: nothing stays reserved up to either end.
+    const int64_t end = std::max(spans(c.head + c.size), c.head + span);
+    EXPECT_TRUE(range_free(p, end)) << c.head << " " << c.size;
+  }
+}
+
+// A short head whose rest's reservation would run into another mapping is refused, the
+// mapping left as it was.
+TEST_F(LinuxOsResizeTest, UnmapHeadRefusesWhenTheRestsReservationIsTaken) {
+  int err = 0;
+  char* p = static_cast<char*>(os_.map_aligned(8 * MIB, ACHUNK_ALIGN, &err));
+  ASSERT_NE(p, nullptr) << std::strerror(err);
+  // Reserved to p + 32 MiB; the rest's own would reach p + 2 + 32 MiB.
+  char* blocker = block_at(p + 32 * MIB);
+  if (blocker == nullptr) {
+    os_.unmap(p, 8 * MIB);
+    GTEST_SKIP() << "the address space after the reservation is taken";
+  }
+  fill(p, 0, 8 * MIB);
+  EXPECT_EQ(os_.unmap_head(p, 2 * MIB, 6 * MIB), ENOMEM);
+  EXPECT_TRUE(intact(p, 0, 8 * MIB));
+  EXPECT_TRUE(range_free(p + 32 * MIB + PAGE, 2 * MIB - PAGE));  // nothing left reserved there
+  ::munmap(blocker, PAGE);
+  ASSERT_EQ(os_.unmap(p, 8 * MIB), 0);
+  EXPECT_TRUE(range_free(p, 32 * MIB));
 }
 
 }  // namespace

@@ -187,6 +187,40 @@ TEST_F(ObMallocTest, APlacedAlignedObjectReallocsAndItsBadFreesAreReported) {
   EXPECT_EQ(Captured::reports[1].first, ErrorKind::DOUBLE_FREE);
 }
 
+// Buffers aligned to 4 MiB or more, freed and asked again: the chunk placed for the first
+// is cached where it was placed and serves every later request its place meets, so the
+// loop maps once (each round used to map, fault in and unmap a chunk of its own). A
+// buffer in such a reused chunk reallocs and frees as any other.
+TEST_F(ObMallocTest, BuffersAlignedToMegabytesReuseTheirPlacedChunks) {
+  const ObMemAttr attr(TENANT, "t_align_huge");
+  constexpr int64_t MIB = int64_t{1} << 20;
+  const int64_t size = 3 * MIB;
+  char* p = static_cast<char*>(alloc_->alloc_align(16 * MIB, size, attr));
+  ASSERT_NE(p, nullptr);
+  ObMallocAllocator::free(p);
+  const int64_t maps = os_.map_calls();
+  for (int64_t align : {16 * MIB, 8 * MIB, 4 * MIB, 16 * MIB, 2 * MIB}) {
+    p = static_cast<char*>(alloc_->alloc_align(align, size - align / 64, attr));
+    ASSERT_NE(p, nullptr) << align;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align), 0u) << align;
+    EXPECT_EQ(ObMallocAllocator::get_size(p), size - align / 64);
+    p[0] = 1;
+    p[size - align / 64 - 1] = 2;
+    ObMallocAllocator::free(p);
+  }
+  EXPECT_EQ(os_.map_calls(), maps);
+  p = static_cast<char*>(alloc_->alloc_align(8 * MIB, size, attr));
+  ASSERT_NE(p, nullptr);
+  for (int64_t i = 0; i < size; i += 4096) p[i] = static_cast<char>(i / 4096);
+  p = static_cast<char*>(alloc_->realloc(p, 3 * size, attr));
+  ASSERT_NE(p, nullptr);
+  for (int64_t i = 0; i < size; i += 4096) ASSERT_EQ(p[i], static_cast<char>(i / 4096)) << i;
+  EXPECT_EQ(ObMallocAllocator::get_size(p), 3 * size);
+  ObMallocAllocator::free(p);
+  EXPECT_EQ(usage_of("t_align_huge").count, 0);
+  expect_consistent();
+}
+
 // One that cannot fit a chunk with its slide (a 1 MiB alignment of 1.5 MiB) still
 // slides within a bigger object, and a small one whose slide fits a slab's slot slides
 // within that.
