@@ -473,6 +473,26 @@ void bigalign() {
   for (char* p : live) free(p);
 }
 
+// Buffers aligned to megabytes: one thread keeps 16 buffers of 1-4 MiB, each aligned to a
+// power of two from 2 to 64 MiB (huge-page and arena-minded buffers), replacing a random
+// one at each step and writing its first and last byte.
+void hugealign() {
+  std::mt19937 rng(31);
+  std::vector<char*> live(16, nullptr);
+  for (int64_t step = 0; step < scaled(8'000); ++step) {
+    char*& p = live[rng() % live.size()];
+    free(p);
+    const size_t align = (size_t{2} << 20) << (rng() % 6);
+    const size_t size = (size_t{1} << 20) + rng() % (size_t{3} << 20);
+    void* q = nullptr;
+    if (posix_memalign(&q, align, size) != 0) std::abort();
+    p = static_cast<char*>(q);
+    p[0] = 1;
+    p[size - 1] = 2;
+  }
+  for (char* p : live) free(p);
+}
+
 struct Pattern {
   const char* name;
   void (*run)();
@@ -499,6 +519,7 @@ const Pattern PATTERNS[] = {
     {"calloc", calloc_big},
     {"aligned", aligned},
     {"bigalign", bigalign},
+    {"hugealign", hugealign},
 };
 
 }  // namespace
