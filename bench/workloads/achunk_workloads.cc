@@ -473,6 +473,33 @@ void bigalign() {
   for (char* p : live) free(p);
 }
 
+// Small buffers grown by appends: two threads each grow 100 buffers by 16-215 bytes at a
+// time, 200 appends each (to 3-43 KiB), then free them and start again, as C code
+// building strings or arrays with realloc does.
+void appends() {
+  auto work = [](int seed) {
+    std::mt19937 rng(seed);
+    for (int64_t round = 0; round < scaled(200); ++round) {
+      std::vector<char*> bufs(100, nullptr);
+      std::vector<size_t> lens(100, 0);
+      for (int step = 0; step < 200; ++step) {
+        for (size_t i = 0; i < bufs.size(); ++i) {
+          const size_t add = 16 + rng() % 200;
+          char* grown = static_cast<char*>(realloc(bufs[i], lens[i] + add));
+          if (grown == nullptr) std::abort();
+          std::memset(grown + lens[i], 1, add);
+          bufs[i] = grown;
+          lens[i] += add;
+        }
+      }
+      for (char* b : bufs) free(b);
+    }
+  };
+  std::thread a(work, 1), b(work, 2);
+  a.join();
+  b.join();
+}
+
 // Buffers aligned to megabytes: one thread keeps 16 buffers of 1-4 MiB, each aligned to a
 // power of two from 2 to 64 MiB (huge-page and arena-minded buffers), replacing a random
 // one at each step and writing its first and last byte.
@@ -520,6 +547,7 @@ const Pattern PATTERNS[] = {
     {"aligned", aligned},
     {"bigalign", bigalign},
     {"hugealign", hugealign},
+    {"appends", appends},
 };
 
 }  // namespace

@@ -101,6 +101,10 @@ class ObjectSet {
   // overrun check stays exact) and its slot's capacity is returned; -1, touching nothing,
   // for anything else (the caller's full path then answers or reports).
   static inline int64_t try_usable_size_fast(void* ptr);
+  // realloc's common case, with the checks of the free's fast path: the class of a small
+  // object in use with its canary intact (its header in *header), or -1, touching
+  // nothing, for anything else (the full path then resizes or reports).
+  static inline int try_live_class(void* ptr, uint64_t* header);
   // Carves the slab's next page of slots onto its free list (owner only); false when the
   // whole slab is carved already.
   static bool carve(ABlock* block);
@@ -481,6 +485,18 @@ inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
   store_header(ptr, make_header(ObjectState::IN_USE, header_label(h), capacity));
   write_tail(ptr, capacity);
   return capacity;
+}
+
+inline int ObjectSet::try_live_class(void* ptr, uint64_t* header) {
+  ABlock* block = object_span_fast(ptr);
+  if (block == nullptr) return -1;
+  const int sc = slab_of(block)->sc_;
+  if (sc >= SIZE_CLASS_COUNT) return -1;  // a big object, a heap or a lent span
+  prefetch_tail_bounds(ptr, sc);
+  const uint64_t h = load_header(ptr);
+  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return -1;
+  *header = h;
+  return sc;
 }
 
 // Whether the object at ptr is in use with its canary intact; then marks it FREE,

@@ -333,5 +333,52 @@ TEST_F(ObMallocTest, ReallocReportsAnOverwrittenCanaryBeforeMovingIt) {
   set_error_handler(previous);
 }
 
+// A small object's realloc resizes or moves it with the free's fast checks, and leaves
+// anything else to the full path: a freed object and an interior pointer are reported
+// whatever the size asked (within the slot, past it, far below it) and change nothing;
+// a live one keeps its label and contents in place, moved up and moved down.
+TEST_F(ObMallocTest, ReallocOfASmallObjectChecksItAsAFreeDoes) {
+  const ObMemAttr attr(TENANT, "t_realloc_small");
+  char* p = static_cast<char*>(alloc_->alloc(100, attr));
+  char* freed = static_cast<char*>(alloc_->alloc(100, attr));
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(freed, nullptr);
+  std::memset(p, 0x11, 100);
+  ObMallocAllocator::free(freed);
+  Captured::reports.clear();
+  ErrorHandler previous = set_error_handler(&Captured::handler);
+  for (int64_t size : {int64_t{104}, int64_t{2000}, int64_t{8}}) {
+    EXPECT_EQ(alloc_->realloc(freed, size, attr), nullptr) << size;
+    EXPECT_EQ(alloc_->realloc(p + 16, size, attr), nullptr) << size;
+  }
+  set_error_handler(previous);
+  ASSERT_EQ(Captured::reports.size(), 6u);
+  for (size_t i = 0; i < 6; i += 2) {
+    EXPECT_EQ(Captured::reports[i].first, ErrorKind::DOUBLE_FREE) << i;
+    EXPECT_EQ(Captured::reports[i + 1].first, ErrorKind::INVALID_FREE) << i;
+  }
+  EXPECT_EQ(ObMallocAllocator::get_size(p), 100);
+  EXPECT_EQ(usage_of("t_realloc_small").count, 1);
+
+  char* q = static_cast<char*>(alloc_->realloc(p, 104, attr));  // its 128-byte slot
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 104);
+  std::memset(q + 100, 0x11, 4);
+  q = static_cast<char*>(alloc_->realloc(q, 2000, attr));  // past it: moved
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  for (int i = 0; i < 104; ++i) ASSERT_EQ(q[i], 0x11) << i;
+  q = static_cast<char*>(alloc_->realloc(q, 1900, attr));  // a little below: in place
+  EXPECT_EQ(ObMallocAllocator::get_size(q), 1900);
+  char* r = static_cast<char*>(alloc_->realloc(q, 40, attr));  // far below: moved
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r, q);
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(r[i], 0x11) << i;
+  EXPECT_EQ(usage_of("t_realloc_small").count, 1);
+  EXPECT_EQ(usage_of("t_realloc_small").used, 40);
+  ObMallocAllocator::free(r);
+  EXPECT_EQ(usage_of("t_realloc_small").count, 0);
+}
+
 }  // namespace
 }  // namespace achunk::testing
