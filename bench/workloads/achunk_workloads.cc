@@ -453,17 +453,18 @@ void aligned() {
   for (void* p : slots) free(p);
 }
 
-// Big aligned buffers: one thread keeps 2,000 buffers of 64 KiB-1 MiB, each aligned to a
-// power of two from 8 KiB to 1 MiB (direct I/O and huge-page-minded buffers), replacing a
-// random one at each step and writing its first and last byte.
-void bigalign() {
-  std::mt19937 rng(23);
-  std::vector<char*> live(2'000, nullptr);
-  for (int64_t step = 0; step < scaled(200'000); ++step) {
+// One thread keeps `count` buffers and replaces a random one at each step by one of
+// size_of(rng) bytes aligned to align_of(rng) (posix_memalign), writing its first and
+// last byte.
+template <typename Align, typename Size>
+void replace_aligned(uint32_t seed, size_t count, int64_t steps, Align align_of, Size size_of) {
+  std::mt19937 rng(seed);
+  std::vector<char*> live(count, nullptr);
+  for (int64_t step = 0; step < steps; ++step) {
     char*& p = live[rng() % live.size()];
     free(p);
-    const size_t align = size_t{8192} << (rng() % 8);
-    const size_t size = (64 << 10) + rng() % (960 << 10);
+    const size_t align = align_of(rng);
+    const size_t size = size_of(rng);
     void* q = nullptr;
     if (posix_memalign(&q, align, size) != 0) std::abort();
     p = static_cast<char*>(q);
@@ -471,6 +472,15 @@ void bigalign() {
     p[size - 1] = 2;
   }
   for (char* p : live) free(p);
+}
+
+// Big aligned buffers: one thread keeps 2,000 buffers of 64 KiB-1 MiB, each aligned to a
+// power of two from 8 KiB to 1 MiB (direct I/O and huge-page-minded buffers), replacing a
+// random one at each step and writing its first and last byte.
+void bigalign() {
+  replace_aligned(
+      23, 2'000, scaled(200'000), [](std::mt19937& rng) { return size_t{8192} << (rng() % 8); },
+      [](std::mt19937& rng) { return size_t{64 << 10} + rng() % (960 << 10); });
 }
 
 // Small buffers grown by appends: two threads each grow 100 buffers by 16-215 bytes at a
@@ -504,20 +514,9 @@ void appends() {
 // power of two from 2 to 64 MiB (huge-page and arena-minded buffers), replacing a random
 // one at each step and writing its first and last byte.
 void hugealign() {
-  std::mt19937 rng(31);
-  std::vector<char*> live(16, nullptr);
-  for (int64_t step = 0; step < scaled(8'000); ++step) {
-    char*& p = live[rng() % live.size()];
-    free(p);
-    const size_t align = (size_t{2} << 20) << (rng() % 6);
-    const size_t size = (size_t{1} << 20) + rng() % (size_t{3} << 20);
-    void* q = nullptr;
-    if (posix_memalign(&q, align, size) != 0) std::abort();
-    p = static_cast<char*>(q);
-    p[0] = 1;
-    p[size - 1] = 2;
-  }
-  for (char* p : live) free(p);
+  replace_aligned(
+      31, 16, scaled(8'000), [](std::mt19937& rng) { return (size_t{2} << 20) << (rng() % 6); },
+      [](std::mt19937& rng) { return (size_t{1} << 20) + rng() % (size_t{3} << 20); });
 }
 
 struct Pattern {
