@@ -44,6 +44,9 @@ void write_all(int fd, const char* p, int64_t n) {
 __attribute__((noinline)) void* realloc_of(void* ptr, size_t size) {
   return shim().realloc(ptr, size);
 }
+__attribute__((noinline)) void* realloc_moved_of(void* ptr, size_t size, int sc, uint64_t header) {
+  return shim().realloc_moved(ptr, size, sc, header);
+}
 
 int64_t clipped(int64_t needed) {
   return needed < static_cast<int64_t>(sizeof(g_report)) ? needed : sizeof(g_report) - 1;
@@ -84,6 +87,12 @@ void* achunk_realloc(void* ptr, size_t size) {
     if (void* p = achunk::malloc_hit(size)) return p;
     return achunk::malloc_miss(size);
   }
+  // A slab's object resized within its slot, inline as malloc's hit; one that must move
+  // keeps what the hit found.
+  int sc = -1;
+  uint64_t header = 0;
+  if (achunk::MallocShim::resize_in_slot(ptr, size, &sc, &header)) return ptr;
+  if (sc >= 0) return realloc_moved_of(ptr, size, sc, header);
   return realloc_of(ptr, size);
 }
 void* achunk_reallocarray(void* ptr, size_t count, size_t size) {

@@ -49,6 +49,16 @@ class MallocShim {
   static void free(void* ptr) { ObMallocAllocator::free(ptr); }
   void* calloc(size_t count, size_t size);
   void* realloc(void* ptr, size_t size);
+  // realloc's hit and its move, as ObMallocAllocator's (resize_in_slot, realloc_moved),
+  // with errno set on failure.
+  __attribute__((always_inline)) static bool resize_in_slot(void* ptr, size_t size, int* sc,
+                                                            uint64_t* header) {
+    return ObMallocAllocator::resize_in_slot(ptr, static_cast<int64_t>(size), sc, header);
+  }
+  void* realloc_moved(void* ptr, size_t size, int sc, uint64_t header) {
+    void* p = allocator_.realloc_moved(ptr, static_cast<int64_t>(size), sc, header, GLIBC_ATTR);
+    return p != nullptr ? p : fail_enomem();
+  }
   void* reallocarray(void* ptr, size_t count, size_t size);
   void* memalign(size_t alignment, size_t size);
   int posix_memalign(void** out, size_t alignment, size_t size);

@@ -352,36 +352,36 @@ void* ObMallocAllocator::move_shrunk(void* ptr, int64_t size, const ObMemAttr& a
   return fresh;
 }
 
+void* ObMallocAllocator::realloc_moved(void* ptr, int64_t size, int sc, uint64_t header,
+                                       const ObMemAttr& attr) {
+  const int64_t size_now = header_size(header);
+  if (size > class_slot_size(sc) - AOBJECT_META_SIZE) {
+    void* fresh = alloc(size, attr);
+    if (fresh == nullptr) return nullptr;
+    std::memcpy(fresh, ptr, static_cast<size_t>(size_now));
+    free(ptr);
+    return fresh;
+  }
+  if (void* fresh = move_shrunk(ptr, size, attr)) return fresh;
+  store_header(ptr,
+               make_header(ObjectState::IN_USE, header_label(header), static_cast<uint32_t>(size)));
+  write_tail(ptr, size);
+  return ptr;
+}
+
 void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr) {
   if (ptr == nullptr) return alloc(size, attr);
   if (size == 0) {
     free(ptr);
     return nullptr;
   }
-  // A slab's object that stays small, with one lookup: moved when it outgrows its slot or
-  // shrinks far below it (ObjectSet::shrink_moves), else resized within it. A negative
-  // size, a big object, an aligned pointer's pad and anything that fails a check take
-  // the full path below.
+  // A slab's object that stays small, with one lookup (resize_in_slot); a negative size,
+  // a big object, an aligned pointer's pad and anything that fails a check take the full
+  // path below.
+  int sc = -1;
   uint64_t live = 0;
-  if (const int sc = ObjectSet::try_live_class(ptr, &live);
-      sc >= 0 && static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
-    const int64_t size_now = header_size(live);
-    const int64_t slot = class_slot_size(sc);
-    if (size > slot - AOBJECT_META_SIZE) {
-      void* fresh = alloc(size, attr);
-      if (fresh == nullptr) return nullptr;
-      std::memcpy(fresh, ptr, static_cast<size_t>(size_now));
-      free(ptr);
-      return fresh;
-    }
-    if (size < size_now && slot > 2 * class_slot_size(size_class_of(size))) {
-      if (void* fresh = move_shrunk(ptr, size, attr)) return fresh;
-    }
-    store_header(ptr,
-                 make_header(ObjectState::IN_USE, header_label(live), static_cast<uint32_t>(size)));
-    write_tail(ptr, size);
-    return ptr;
-  }
+  if (resize_in_slot(ptr, size, &sc, &live)) return ptr;
+  if (sc >= 0) return realloc_moved(ptr, size, sc, live, attr);
   const uint64_t h = checked_header(ptr);
   if (h == 0) return nullptr;
   if (header_state(h) != ObjectState::ALIGNED) {

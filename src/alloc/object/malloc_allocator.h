@@ -88,6 +88,30 @@ class ObMallocAllocator {
   // moves to that slot, and stays in place only when the copy finds no room. size 0
   // frees and returns nullptr. On failure returns nullptr and leaves `ptr` untouched.
   void* realloc(void* ptr, int64_t size, const ObMemAttr& attr);
+  // realloc's hit, inline: a slab's object in use with its canary intact (the free's fast
+  // checks) resized within its slot to `size` (1..SMALL_OBJECT_MAX), true. Else false,
+  // nothing touched, with *sc the object's class and *header its header when it must move
+  // (past its slot, or far below it: ObjectSet::shrink_moves) for realloc_moved, or -1.
+  __attribute__((always_inline)) static bool resize_in_slot(void* ptr, int64_t size, int* sc,
+                                                            uint64_t* header) {
+    *sc = -1;
+    if (static_cast<uint64_t>(size) - 1 >= static_cast<uint64_t>(SMALL_OBJECT_MAX)) return false;
+    const int c = ObjectSet::try_live_class(ptr, header);
+    if (c < 0) return false;
+    const int64_t slot = class_slot_size(c);
+    if (size > slot - AOBJECT_META_SIZE ||
+        (size < header_size(*header) && slot > 2 * class_slot_size(size_class_of(size)))) {
+      *sc = c;
+      return false;
+    }
+    store_header(
+        ptr, make_header(ObjectState::IN_USE, header_label(*header), static_cast<uint32_t>(size)));
+    write_tail(ptr, size);
+    return true;
+  }
+  // realloc of the object resize_in_slot found must move (its class and header): to a new
+  // slot, or, a shrink with no room for the copy, in place.
+  void* realloc_moved(void* ptr, int64_t size, int sc, uint64_t header, const ObMemAttr& attr);
   // The largest alignment alloc_align serves.
   static constexpr int64_t MAX_ALIGN = int64_t{1} << 40;
   // `align` must be a power of two up to MAX_ALIGN. A big object aligned to 8 KiB-1 MiB
