@@ -8,8 +8,10 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "achunk/achunk.h"
+#include "achunk/base/error_report.h"
 #include "achunk/platform/linux_os.h"
 
 namespace {
@@ -87,6 +89,40 @@ TEST_F(MallocShimTest, ReallocEdgeCases) {
   EXPECT_EQ(achunk_realloc(q, SIZE_MAX), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   achunk_free(q);  // still valid after the failed realloc
+}
+
+std::vector<achunk::ErrorKind> g_reported;
+void record_report(achunk::ErrorKind kind, const void*, const char*) {
+  g_reported.push_back(kind);
+}
+
+// realloc's inline hit: a slab's object resized within its slot keeps its pointer, one
+// that outgrows its slot or shrinks far below it moves with its contents, and a freed one
+// is reported as the full path reports it, whatever the size asked.
+TEST_F(MallocShimTest, ReallocsHitResizesInTheSlotAndMovesWhatMust) {
+  char* p = static_cast<char*>(achunk_malloc(100));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x5a, 100);
+  EXPECT_EQ(achunk_realloc(p, 110), p);  // its 128-byte slot
+  EXPECT_GE(achunk_malloc_usable_size(p), 110u);
+  std::memset(p + 100, 0x5a, 10);
+  char* q = static_cast<char*>(achunk_realloc(p, 3000));
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  for (int i = 0; i < 110; ++i) ASSERT_EQ(q[i], 0x5a) << i;
+  char* r = static_cast<char*>(achunk_realloc(q, 50));  // far below its slot
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r, q);
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(r[i], 0x5a) << i;
+  achunk_free(r);
+  g_reported.clear();
+  const achunk::ErrorHandler previous = achunk::set_error_handler(&record_report);
+  for (size_t size : {size_t{60}, size_t{5000}, size_t{10}}) {
+    EXPECT_EQ(achunk_realloc(r, size), nullptr) << size;
+  }
+  achunk::set_error_handler(previous);
+  ASSERT_EQ(g_reported.size(), 3u);
+  for (achunk::ErrorKind kind : g_reported) EXPECT_EQ(kind, achunk::ErrorKind::DOUBLE_FREE);
 }
 
 TEST_F(MallocShimTest, CallocZeroesAndChecksOverflow) {
