@@ -363,9 +363,7 @@ void* ObMallocAllocator::realloc_moved(void* ptr, int64_t size, int sc, uint64_t
     return fresh;
   }
   if (void* fresh = move_shrunk(ptr, size, attr)) return fresh;
-  store_header(ptr,
-               make_header(ObjectState::IN_USE, header_label(header), static_cast<uint32_t>(size)));
-  write_tail(ptr, size);
+  ObjectSet::resize_in_place(ptr, size);  // no room for the copy: it shrinks where it is
   return ptr;
 }
 

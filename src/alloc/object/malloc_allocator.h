@@ -100,7 +100,7 @@ class ObMallocAllocator {
     if (c < 0) return false;
     const int64_t slot = class_slot_size(c);
     if (size > slot - AOBJECT_META_SIZE ||
-        (size < header_size(*header) && slot > 2 * class_slot_size(size_class_of(size)))) {
+        (size < header_size(*header) && ObjectSet::holds_far_more(slot, size))) {
       *sc = c;
       return false;
     }

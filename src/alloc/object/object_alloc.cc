@@ -256,7 +256,7 @@ bool ObjectSet::shrink_moves(void* ptr, int64_t new_size) {
   } else {
     held = class_slot_size(slab->sc_);
   }
-  return held > 2 * class_slot_size(size_class_of(new_size));
+  return holds_far_more(held, new_size);
 }
 
 int ObjectSet::scan_usage(LabelUsage* out, int cap, LabelUsage* total) {

@@ -148,6 +148,11 @@ class ObjectSet {
   // place, its slot, or its span trimmed to whole blocks (a dedicated chunk's to a 2 MiB
   // unit), would hold more than twice the slot of a fresh small object of that size.
   static bool shrink_moves(void* ptr, int64_t new_size);
+  // shrink_moves's rule: whether `held` bytes kept in place would be more than twice the
+  // slot of a fresh small object of `new_size`.
+  static bool holds_far_more(int64_t held, int64_t new_size) {
+    return held > 2 * class_slot_size(size_class_of(new_size));
+  }
   // The set an object belongs to.
   static ObjectSet* owner_of(void* ptr) { return ObjectMgr::shard_of(ptr).set_; }
 
