@@ -40,15 +40,23 @@ ContextParam param(const char* label) {
 
 volatile sig_atomic_t g_child_step = 0;
 
-// A hang fails the test, naming the step that hung (exit status 100 + step).
-void on_alarm(int) {
-  _exit(100 + g_child_step);
+// Ends the process at once: _exit under TSan runs its finaliser, which reports the
+// parent's threads and can itself hang in a forked child, so a hang would stay a hang.
+[[noreturn]] void exit_now(int status) {
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
 }
 
-// What a child must still be able to do; 0 if all of it worked.
+// A hang fails the test, naming the step that hung (exit status 100 + step).
+void on_alarm(int) {
+  exit_now(100 + g_child_step);
+}
+
+// What a child must still be able to do; 0 if all of it worked. The bound is wide
+// enough for a sanitizer build on a loaded machine, and far below ctest's timeout.
 int child_work() {
   signal(SIGALRM, &on_alarm);
-  alarm(5);
+  alarm(30);
   static const int64_t sizes[] = {24, 3000, 40000, 1 << 20, 8 << 20};
   for (int64_t n : sizes) {
     g_child_step = g_child_step + 1;
@@ -90,8 +98,7 @@ int child_work() {
 // Forks, runs child_work() in the child; its exit status (or -1 if it did not exit).
 int fork_and_work() {
   const pid_t pid = fork();
-  // exit_group directly: TSan's exit hook would report the parent's unjoined threads.
-  if (pid == 0) syscall(SYS_exit_group, child_work());
+  if (pid == 0) exit_now(child_work());
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
@@ -191,15 +198,19 @@ size_t fork_while_each_lock_is_held(F then) {
     if (!tried.insert(name).second) continue;
     g_lock_index = static_cast<int>(i);
     std::atomic<bool> holding{false};
+    std::atomic<bool> forked{false};
     std::thread holder([&, lock = lock, i] {
       lock->lock();
       holding.store(true);
       while (fork_locks_held() != static_cast<int>(i)) sched_yield();
       then();
       lock->unlock();
+      // No thread exit while fork runs: a sanitizer's runtime is not fork-safe there.
+      while (!forked.load()) sched_yield();
     });
     while (!holding.load()) sched_yield();
     EXPECT_EQ(fork_and_work(), 0) << name;
+    forked.store(true);
     holder.join();
     EXPECT_FALSE(lock->held()) << name;
   }
@@ -212,7 +223,7 @@ TEST_F(ForkTest, ForkWhileEachRegistryLockIsHeld) {
 
 // A hang fails the test, naming how far it got (exit status 100 + the lock's index).
 void on_parent_alarm(int) {
-  _exit(100 + g_lock_index);
+  exit_now(100 + g_lock_index);
 }
 
 // A chunk call refreshes the stats region under whatever allocator locks its caller
@@ -224,7 +235,7 @@ TEST_F(ForkTest, AChunkCallsRefreshNeverWaitsForALockForkHolds) {
   ASSERT_TRUE(set_option("stats_region", "1", err, sizeof(err)));
   stats_region_chunk_tick();  // the region is created here, not under a lock
   signal(SIGALRM, &on_parent_alarm);
-  alarm(120);
+  alarm(600);
   EXPECT_GT(fork_while_each_lock_is_held([] { stats_region_chunk_tick(); }), 10u);
   alarm(0);
   signal(SIGALRM, SIG_DFL);
