@@ -356,6 +356,7 @@ bool ObjectSet::keep_warm(ABlock* block) {
   }
   warm_kept_.fetch_add(1, std::memory_order_relaxed);
   warm_activity_.fetch_add(1, std::memory_order_relaxed);
+  warm_touched_us_.store(source_.now_us(), std::memory_order_relaxed);
   return true;
 }
 
@@ -373,7 +374,18 @@ ABlock* ObjectSet::pop_warm(int sc) {
   warm_bytes_.fetch_sub(ThreadHeap::carved_bytes(slab_of(block)), std::memory_order_relaxed);
   warm_adopted_.fetch_add(1, std::memory_order_relaxed);
   warm_activity_.fetch_add(1, std::memory_order_relaxed);
+  warm_touched_us_.store(source_.now_us(), std::memory_order_relaxed);
   return block;
+}
+
+void ObjectSet::release_idle_warm() {
+  if (warm_bytes_.load(std::memory_order_relaxed) == 0) return;
+  const int64_t idle_us = source_.span_idle_us();
+  if (idle_us < 0 ||
+      source_.now_us() - warm_touched_us_.load(std::memory_order_relaxed) < idle_us) {
+    return;
+  }
+  release_warm();
 }
 
 int64_t ObjectSet::release_warm() {
@@ -407,6 +419,7 @@ void ObjectSet::settle_ready() {
 static_assert(SLAB_UNIT == ABLOCK_SIZE);
 
 ABlock* ObjectSet::new_slab(int sc) {
+  release_idle_warm();  // before the span is taken: the warm slabs' spans may serve it
   const int64_t bytes = slab_bytes(sc);
   ABlock* block = take_span(bytes, [&](ABlock* block) {
     Slab* slab = new (block->owner_area_) Slab();

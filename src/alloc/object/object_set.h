@@ -249,9 +249,12 @@ class ObjectSet {
   void settle_ready();
   // Gives every warm slab back to its shard; returns their carved bytes. O(warm slabs).
   int64_t release_warm();
-  // Carved bytes the warm stacks may hold: an exited thread's worth of a few classes,
-  // twice a heap's spares.
-  static constexpr int64_t WARM_BYTES_MAX = 1 << 20;
+  // Carved bytes the warm stacks may hold: the spares of 128 exited threads (64 MiB), so
+  // a pool's threads replaced all at once reuse the pages their predecessors carved.
+  static constexpr int64_t WARM_BYTES_MAX = 128 * ThreadHeap::SPARE_BYTES_MAX;
+  // Without a housekeeping thread: gives the warm slabs back (release_warm) when none was
+  // kept or adopted for the span idle time. A refill that carves a new slab asks.
+  void release_idle_warm();
   int64_t warm_bytes() const { return warm_bytes_.load(std::memory_order_relaxed); }
   // Warm slabs kept and adopted so far.
   int64_t warm_kept() const { return warm_kept_.load(std::memory_order_relaxed); }
@@ -365,6 +368,7 @@ class ObjectSet {
   std::atomic<int64_t> warm_activity_{0};
   std::atomic<int64_t> warm_kept_{0};
   std::atomic<int64_t> warm_adopted_{0};
+  std::atomic<int64_t> warm_touched_us_{0};  // the last keep or adoption, on source_'s clock
   static inline std::atomic<bool> free_checks_queued_{true};
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.

@@ -2,6 +2,7 @@
 // within their budget, and given back once threads stop coming and going.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -54,14 +55,96 @@ TEST_F(WarmSlabTest, TheNextThreadRefillsFromTheSlabAnExitedThreadEmptied) {
 TEST_F(WarmSlabTest, WarmSlabsStayWithinTheirBudgetTheRestGoBack) {
   ObjectSet set(source_);
   const int64_t settled_empty = set.slabs_settled_empty();
-  // Each thread keeps its spares up to ThreadHeap::SPARE_BYTES_MAX, of a class the others
-  // do not take: together more than the budget.
-  for (int64_t size : {1000, 800, 600, 400}) {
-    churn_one(set, static_cast<int>(ObjectSet::WARM_BYTES_MAX / size), size);
+  // Each thread keeps its spares up to ThreadHeap::SPARE_BYTES_MAX, and all exit
+  // together, so no thread adopts another's: together more than the budget.
+  const int threads = static_cast<int>(ObjectSet::WARM_BYTES_MAX / ThreadHeap::SPARE_BYTES_MAX) + 8;
+  std::atomic<int> freed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&] {
+      std::vector<void*> objs;
+      for (int64_t i = 0; i < ThreadHeap::SPARE_BYTES_MAX / 1000; ++i) {
+        objs.push_back(set.alloc(1000, 0));
+      }
+      for (void* p : objs) ObjectSet::free(p);
+      freed.fetch_add(1);
+      while (freed.load() < threads) std::this_thread::yield();
+    });
   }
+  for (std::thread& t : ts) t.join();
   EXPECT_LE(set.warm_bytes(), ObjectSet::WARM_BYTES_MAX);
   EXPECT_GT(set.warm_bytes(), ObjectSet::WARM_BYTES_MAX / 2);
   EXPECT_GT(set.slabs_settled_empty() - settled_empty, 0);
+  set.release_warm();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A pool's threads replaced all at once: the new ones refill from the slabs the old ones
+// left, however many exited together, and carve nothing new. Before, all but 1 MiB of
+// them went back as free spans, and the next threads' slabs landed on spans carved to
+// other depths: each round touched new pages (400 threads: 50 MiB, then 114 by the 16th).
+TEST_F(WarmSlabTest, ThreadsReplacedAllAtOnceRefillFromTheSlabsTheOldOnesLeft) {
+  ObjectSet set(source_);
+  constexpr int THREADS = 32;
+  auto round = [&] {
+    std::atomic<int> freed{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < THREADS; ++t) {
+      ts.emplace_back([&] {
+        std::vector<void*> objs;  // 64 KiB of 1000-byte objects: four slabs
+        for (int i = 0; i < 64; ++i) objs.push_back(set.alloc(1000, 0));
+        for (void* p : objs) ObjectSet::free(p);
+        freed.fetch_add(1);
+        while (freed.load() < THREADS) std::this_thread::yield();
+      });
+    }
+    for (std::thread& t : ts) t.join();
+  };
+  round();
+  const int64_t kept = set.warm_kept();
+  EXPECT_GT(set.warm_bytes(), 1 << 20);     // more than one thread's worth of classes
+  EXPECT_EQ(set.slabs_settled_empty(), 0);  // every emptied slab stayed warm
+  const int64_t spans = set.span_used();
+  round();
+  EXPECT_EQ(set.warm_adopted(), kept);  // the second round's slabs are all the first's
+  EXPECT_EQ(set.span_used(), spans);
+  EXPECT_EQ(set.slabs_settled_empty(), 0);
+  set.release_warm();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// Without a housekeeping thread: warm slabs that no thread kept or took for the span
+// idle time go back at the next refill that carves a new slab, of any class.
+TEST_F(WarmSlabTest, IdleWarmSlabsGoBackAtTheNextNewSlabWithoutAThread) {
+  ObjectSet set(source_);
+  churn_one(set, 500, 200);
+  const int64_t warm = set.warm_bytes();
+  ASSERT_GT(warm, 0);
+  std::vector<void*> objs;
+  clock_.advance_us(SPAN_IDLE_US - 1);
+  objs.push_back(set.alloc(3000, 0));  // a new slab, before the idle time is up
+  EXPECT_EQ(set.warm_bytes(), warm);
+  clock_.advance_us(1);
+  objs.push_back(set.alloc(5000, 0));  // another class's new slab, once it is
+  EXPECT_EQ(set.warm_bytes(), 0);
+  objs.push_back(set.alloc(5000, 0));  // the slab's own refills ask no more
+  for (void* p : objs) ObjectSet::free(p);
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A negative span idle time (span_idle_ms:-1) keeps them until a look or a trim.
+TEST_F(WarmSlabTest, IdleWarmSlabsStayWhenSpansNeverIdleOut) {
+  source_.set_span_idle_ms(-1);
+  ObjectSet set(source_);
+  churn_one(set, 500, 200);
+  const int64_t warm = set.warm_bytes();
+  ASSERT_GT(warm, 0);
+  clock_.advance_us(100 * SPAN_IDLE_US);
+  void* p = set.alloc(5000, 0);
+  EXPECT_EQ(set.warm_bytes(), warm);
+  ObjectSet::free(p);
+  set.flush_thread_heap();
   set.release_warm();
   EXPECT_EQ(set.span_used(), 0);
 }
