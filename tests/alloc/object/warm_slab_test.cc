@@ -23,6 +23,29 @@ class WarmSlabTest : public ChunkMgrTest {
       for (void* p : objs) ObjectSet::free(p);
     }).join();
   }
+  // `threads` threads alive at once, each taking `n` objects of `size` bytes and freeing
+  // them; none exits before all have freed theirs, so none adopts another's slabs.
+  static void churn_together(ObjectSet& set, int threads, int64_t n, int64_t size) {
+    std::atomic<int> freed{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&] {
+        std::vector<void*> objs;
+        for (int64_t i = 0; i < n; ++i) objs.push_back(set.alloc(size, 0));
+        for (void* p : objs) ObjectSet::free(p);
+        freed.fetch_add(1);
+        while (freed.load() < threads) std::this_thread::yield();
+      });
+    }
+    for (std::thread& t : ts) t.join();
+  }
+  // Frees `objs`, flushes the thread's heap and gives the warm slabs back: nothing stays.
+  static void expect_all_back(ObjectSet& set, const std::vector<void*>& objs) {
+    for (void* p : objs) ObjectSet::free(p);
+    set.flush_thread_heap();
+    set.release_warm();
+    EXPECT_EQ(set.span_used(), 0);
+  }
   static ABlock* slab_at(void* p) { return BlockSet::ptr2block(static_cast<char*>(p) - 16); }
   DirectChunkSource source_{mgr_};
 };
@@ -58,20 +81,7 @@ TEST_F(WarmSlabTest, WarmSlabsStayWithinTheirBudgetTheRestGoBack) {
   // Each thread keeps its spares up to ThreadHeap::SPARE_BYTES_MAX, and all exit
   // together, so no thread adopts another's: together more than the budget.
   const int threads = static_cast<int>(ObjectSet::WARM_BYTES_MAX / ThreadHeap::SPARE_BYTES_MAX) + 8;
-  std::atomic<int> freed{0};
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t) {
-    ts.emplace_back([&] {
-      std::vector<void*> objs;
-      for (int64_t i = 0; i < ThreadHeap::SPARE_BYTES_MAX / 1000; ++i) {
-        objs.push_back(set.alloc(1000, 0));
-      }
-      for (void* p : objs) ObjectSet::free(p);
-      freed.fetch_add(1);
-      while (freed.load() < threads) std::this_thread::yield();
-    });
-  }
-  for (std::thread& t : ts) t.join();
+  churn_together(set, threads, ThreadHeap::SPARE_BYTES_MAX / 1000, 1000);
   EXPECT_LE(set.warm_bytes(), ObjectSet::WARM_BYTES_MAX);
   EXPECT_GT(set.warm_bytes(), ObjectSet::WARM_BYTES_MAX / 2);
   EXPECT_GT(set.slabs_settled_empty() - settled_empty, 0);
@@ -85,21 +95,8 @@ TEST_F(WarmSlabTest, WarmSlabsStayWithinTheirBudgetTheRestGoBack) {
 // other depths: each round touched new pages (400 threads: 50 MiB, then 114 by the 16th).
 TEST_F(WarmSlabTest, ThreadsReplacedAllAtOnceRefillFromTheSlabsTheOldOnesLeft) {
   ObjectSet set(source_);
-  constexpr int THREADS = 32;
-  auto round = [&] {
-    std::atomic<int> freed{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < THREADS; ++t) {
-      ts.emplace_back([&] {
-        std::vector<void*> objs;  // 64 KiB of 1000-byte objects: four slabs
-        for (int i = 0; i < 64; ++i) objs.push_back(set.alloc(1000, 0));
-        for (void* p : objs) ObjectSet::free(p);
-        freed.fetch_add(1);
-        while (freed.load() < THREADS) std::this_thread::yield();
-      });
-    }
-    for (std::thread& t : ts) t.join();
-  };
+  // 32 threads of 64 KiB of 1000-byte objects (four slabs) each.
+  auto round = [&] { churn_together(set, 32, 64, 1000); };
   round();
   const int64_t kept = set.warm_kept();
   EXPECT_GT(set.warm_bytes(), 1 << 20);     // more than one thread's worth of classes
@@ -128,9 +125,7 @@ TEST_F(WarmSlabTest, IdleWarmSlabsGoBackAtTheNextNewSlabWithoutAThread) {
   objs.push_back(set.alloc(5000, 0));  // another class's new slab, once it is
   EXPECT_EQ(set.warm_bytes(), 0);
   objs.push_back(set.alloc(5000, 0));  // the slab's own refills ask no more
-  for (void* p : objs) ObjectSet::free(p);
-  set.flush_thread_heap();
-  EXPECT_EQ(set.span_used(), 0);
+  expect_all_back(set, objs);
 }
 
 // A negative span idle time (span_idle_ms:-1) keeps them until a look or a trim.
@@ -141,12 +136,9 @@ TEST_F(WarmSlabTest, IdleWarmSlabsStayWhenSpansNeverIdleOut) {
   const int64_t warm = set.warm_bytes();
   ASSERT_GT(warm, 0);
   clock_.advance_us(100 * SPAN_IDLE_US);
-  void* p = set.alloc(5000, 0);
+  const std::vector<void*> objs{set.alloc(5000, 0)};
   EXPECT_EQ(set.warm_bytes(), warm);
-  ObjectSet::free(p);
-  set.flush_thread_heap();
-  set.release_warm();
-  EXPECT_EQ(set.span_used(), 0);
+  expect_all_back(set, objs);
 }
 
 TEST_F(WarmSlabTest, WarmSlabsGoBackAtTheFirstLookWithNoThreadComingOrGoing) {
