@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -297,6 +298,31 @@ void spawn() {
   }
 }
 
+// Connections: a pool of 200 threads alive at once, each holding 100 objects of 16-515 B
+// (a connection's session state), then replaced all together by 200 new ones, round
+// after round: what an allocator keeps per thread, and whether the next generation of
+// threads reuses it.
+void conns() {
+  constexpr int THREADS = 200;
+  for (int64_t round = 0; round < scaled(40); ++round) {
+    std::barrier all_held(THREADS);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < THREADS; ++t) {
+      ts.emplace_back([&all_held, t] {
+        void* held[100];
+        for (int i = 0; i < 100; ++i) {
+          const size_t s = 16 + (i * 37 + t) % 500;
+          held[i] = malloc(s);
+          touch(held[i], s);
+        }
+        all_held.arrive_and_wait();
+        for (void* p : held) free(p);
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+}
+
 // Mid-size buffers: 4 threads each keep 200 buffers of 64-512 KiB (sort and join buffers,
 // packets) and replace a random one at each step, writing its first and last byte.
 void midsize() {
@@ -535,6 +561,7 @@ const Pattern PATTERNS[] = {
     {"server", server},
     {"churn", churn},
     {"spawn", spawn},
+    {"conns", conns},
     {"midsize", midsize},
     {"big", big},
     {"huge", huge_buffers},
