@@ -190,6 +190,8 @@ int64_t ObMallocAllocator::wash_stale_spans(int64_t min_free_us) {
   for_each_ctx([&](ObTenantMemory&, ObTenantCtxAllocator& ta) {
     washed += ta.object_set().wash_stale_spans(min_free_us);
   });
+  // The thread states exited threads left go back by the same idle rule as warm slabs.
+  washed += wash_idle_thread_states(min_free_us == 0) * static_cast<int64_t>(sizeof(ThreadState));
   return washed;
 }
 

@@ -160,7 +160,8 @@ class ObMallocAllocator {
   bool set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes);
   // Returns the calling thread's cached slabs of every ctx to the block layer.
   void flush_thread_caches();
-  // ObjectSet::wash_stale_spans(min_free_us) for every ctx; the bytes washed.
+  // ObjectSet::wash_stale_spans(min_free_us) for every ctx, then the thread states exited
+  // threads left (wash_idle_thread_states; all with 0); the bytes washed.
   int64_t wash_stale_spans(int64_t min_free_us);
   AChunkMgr& chunk_mgr() { return chunk_mgr_; }
   // span_idle_ms for every ctx's block layer (see ChunkSource::span_idle_us).

@@ -40,6 +40,7 @@ ThreadState** g_washed = nullptr;
 int64_t g_washed_capacity = 0;
 ThreadState* g_fresh = nullptr;
 int64_t g_fresh_left = 0;
+int64_t g_activity = 0;   // states taken and given back since the last idle wash's look
 int64_t g_backoff = 0;    // attempts skipped after the last failure (0: none failed)
 int64_t g_skip_left = 0;  // of those, still to skip
 // The pool's counts, changed under the pool lock and read without it: the stats region
@@ -102,6 +103,14 @@ bool reserve_washed_slot() {
   return true;
 }
 
+// Gives a free state's pages back and keeps its address; false (nothing changed) when
+// there is no room for the address or the OS refuses. Pool lock held.
+bool wash_state(Os& os, ThreadState* state) {
+  if (!reserve_washed_slot() || os.release_pages(state, sizeof(ThreadState)) != 0) return false;
+  g_washed[g_stats.washed++] = state;
+  return true;
+}
+
 }  // namespace
 
 void set_thread_state_os(Os* os) {
@@ -130,6 +139,7 @@ ThreadState* acquire_thread_state() {
       --g_fresh_left;
     }
     ++g_stats.in_use;
+    ++g_activity;
   }
   // Outside the lock: only this thread has it now. Fresh and washed states read as zero
   // (reading a washed page maps the shared zero page, no memory).
@@ -143,15 +153,32 @@ void release_thread_state(ThreadState* state) {
   std::lock_guard<SpinLock> guard(g_pool_lock);
   ++g_stats.free;
   --g_stats.in_use;
+  ++g_activity;
   LinuxOs linux_os;
-  Os& os = pool_os(linux_os);
-  if (g_stats.free - g_stats.washed > THREAD_STATES_KEPT && reserve_washed_slot() &&
-      os.release_pages(state, sizeof(ThreadState)) == 0) {
-    g_washed[g_stats.washed++] = state;
+  if (g_stats.free - g_stats.washed > THREAD_STATES_RESIDENT_MAX &&
+      wash_state(pool_os(linux_os), state)) {
     return;
   }
   state->next_free = g_free;
   g_free = state;
+}
+
+int64_t wash_idle_thread_states(bool force) {
+  std::lock_guard<SpinLock> guard(g_pool_lock);
+  const bool busy = g_activity != 0;
+  g_activity = 0;
+  if (busy && !force) return 0;
+  LinuxOs linux_os;
+  Os& os = pool_os(linux_os);
+  int64_t washed = 0;
+  while (g_free != nullptr && g_stats.free - g_stats.washed > THREAD_STATES_KEPT) {
+    ThreadState* state = g_free;
+    ThreadState* next = state->next_free;
+    if (!wash_state(os, state)) break;
+    g_free = next;
+    ++washed;
+  }
+  return washed;
 }
 
 ThreadStatePoolStats thread_state_pool_stats() {

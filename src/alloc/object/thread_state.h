@@ -90,13 +90,23 @@ inline bool thread_state_owned() {
 // The pool. A fresh or reused state, zeroed, or nullptr when no memory can be mapped.
 // Then the thread goes on without caches: ObjectSet serves its small objects from spans.
 ThreadState* acquire_thread_state();
-// Takes back a state no thread uses any more. The pool keeps THREAD_STATES_KEPT states
-// resident for the next threads; beyond them a state's pages go back to the OS and the
-// pool keeps only its address, so a burst of threads leaves 8 bytes per state behind.
-// Resident states are handed out first, newest first. After a failed mapping the pool
-// skips the next 16 attempts to map, doubling up to 1,024 while mapping keeps failing.
+// Takes back a state no thread uses any more, resident for the next threads, so a pool
+// of threads replaced at once faults no page in again. Beyond THREAD_STATES_RESIDENT_MAX
+// free resident states a state's pages go back to the OS at once and the pool keeps only
+// its address, so a burst of threads leaves 8 bytes per state behind. Resident states are
+// handed out first, newest first. After a failed mapping the pool skips the next 16
+// attempts to map, doubling up to 1,024 while mapping keeps failing.
 void release_thread_state(ThreadState* state);
+// Free states kept resident once threads stop coming and going, and at most while they
+// come and go.
 inline constexpr int THREAD_STATES_KEPT = 32;
+inline constexpr int THREAD_STATES_RESIDENT_MAX = 256;
+// The free resident states beyond THREAD_STATES_KEPT give their pages back: at once with
+// `force` (a trim), else only when no state was taken or given back since the previous
+// call (the housekeeping thread's look, each interval), so they go back by idle time and
+// never at a thread's exit. Returns the states washed; one madvise each, under the pool
+// lock, at most THREAD_STATES_RESIDENT_MAX - THREAD_STATES_KEPT of them.
+int64_t wash_idle_thread_states(bool force);
 
 struct ThreadStatePoolStats {
   int64_t mapped = 0;  // states mapped so far (some perhaps never handed out yet)

@@ -111,7 +111,15 @@ TEST(ThreadStatePoolTest, AReusedStateStartsEmpty) {
   release_thread_state(again);
 }
 
-TEST(ThreadStatePoolTest, StatesBeyondTheKeptOnesGiveTheirPagesBack) {
+// How many of `states` keep no page.
+int count_washed(const std::vector<ThreadState*>& states) {
+  LinuxOs os;
+  int none = 0;
+  for (ThreadState* state : states) none += os.resident_bytes(state, sizeof(ThreadState)) == 0;
+  return none;
+}
+
+TEST(ThreadStatePoolTest, StatesGoBackByIdleTimeBeyondTheKeptOnes) {
   constexpr int COUNT = THREAD_STATES_KEPT + 8;
   std::vector<ThreadState*> states;
   for (int i = 0; i < COUNT; ++i) {
@@ -120,19 +128,22 @@ TEST(ThreadStatePoolTest, StatesBeyondTheKeptOnesGiveTheirPagesBack) {
     std::memset(static_cast<void*>(state), 0x5A, offsetof(ThreadState, dirty));
     states.push_back(state);
   }
+  wash_idle_thread_states(true);  // what earlier tests left
   const ThreadStatePoolStats before = thread_state_pool_stats();
   for (ThreadState* state : states) release_thread_state(state);
-  const ThreadStatePoolStats after = thread_state_pool_stats();
+  // A thread's exit washes nothing: the next threads find their states resident.
+  ThreadStatePoolStats after = thread_state_pool_stats();
   EXPECT_EQ(after.free, before.free + COUNT);
-  EXPECT_LE(after.free - after.washed, THREAD_STATES_KEPT);
-  EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_KEPT);
+  EXPECT_EQ(after.washed, before.washed);
+  EXPECT_EQ(count_washed(states), 0);
+  // The first look after the exits sees threads still coming and going.
+  EXPECT_EQ(wash_idle_thread_states(false), 0);
+  // A whole interval with none: all but the kept ones give their pages back.
+  EXPECT_GE(wash_idle_thread_states(false), COUNT - THREAD_STATES_KEPT);
+  after = thread_state_pool_stats();
+  EXPECT_EQ(after.free - after.washed, THREAD_STATES_KEPT);
   // A washed state keeps no page: the pool keeps its address outside it.
-  LinuxOs os;
-  int none = 0;
-  for (ThreadState* state : states) {
-    if (os.resident_bytes(state, sizeof(ThreadState)) == 0) ++none;
-  }
-  EXPECT_GE(none, COUNT - THREAD_STATES_KEPT);
+  EXPECT_GE(count_washed(states), COUNT - THREAD_STATES_KEPT);
   // All come back cleared, washed or not.
   std::vector<ThreadState*> again;
   for (int i = 0; i < COUNT; ++i) {
@@ -142,6 +153,20 @@ TEST(ThreadStatePoolTest, StatesBeyondTheKeptOnesGiveTheirPagesBack) {
   }
   EXPECT_EQ(thread_state_pool_stats().mapped, after.mapped);
   for (ThreadState* state : again) release_thread_state(state);
+}
+
+TEST(ThreadStatePoolTest, AStateTakenOrGivenBackSinceTheLastLookKeepsThemResident) {
+  std::vector<ThreadState*> states;
+  for (int i = 0; i < THREAD_STATES_KEPT + 4; ++i) states.push_back(acquire_thread_state());
+  for (ThreadState* state : states) release_thread_state(state);
+  wash_idle_thread_states(false);  // the releases above: busy
+  release_thread_state(acquire_thread_state());
+  EXPECT_EQ(wash_idle_thread_states(false), 0);
+  // A trim does not wait for an idle interval.
+  release_thread_state(acquire_thread_state());
+  EXPECT_GE(wash_idle_thread_states(true), 4);
+  const ThreadStatePoolStats after = thread_state_pool_stats();
+  EXPECT_EQ(after.free - after.washed, THREAD_STATES_KEPT);
 }
 
 TEST(ThreadStatePoolTest, ABurstOfThreadsLeavesNoPagesInThePool) {
@@ -155,13 +180,21 @@ TEST(ThreadStatePoolTest, ABurstOfThreadsLeavesNoPagesInThePool) {
   }
   const ThreadStatePoolStats before = thread_state_pool_stats();
   for (ThreadState* state : states) release_thread_state(state);
-  const ThreadStatePoolStats after = thread_state_pool_stats();
-  EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_KEPT);
+  ThreadStatePoolStats after = thread_state_pool_stats();
+  // At once beyond the most kept resident while threads come and go.
+  EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_RESIDENT_MAX);
   LinuxOs os;
-  int64_t resident = 0;
-  for (ThreadState* state : states) resident += os.resident_bytes(state, sizeof(ThreadState));
-  // The kept states' pages only (up to three each); the washed ones have none.
-  EXPECT_LE(resident, int64_t{THREAD_STATES_KEPT} * int64_t{sizeof(ThreadState)});
+  auto resident = [&] {
+    int64_t bytes = 0;
+    for (ThreadState* state : states) bytes += os.resident_bytes(state, sizeof(ThreadState));
+    return bytes;
+  };
+  EXPECT_LE(resident(), int64_t{THREAD_STATES_RESIDENT_MAX} * int64_t{sizeof(ThreadState)});
+  // Once idle, the kept states' pages only (up to three each); the washed ones have none.
+  wash_idle_thread_states(true);
+  after = thread_state_pool_stats();
+  EXPECT_GE(after.washed - before.washed, COUNT - THREAD_STATES_KEPT);
+  EXPECT_LE(resident(), int64_t{THREAD_STATES_KEPT} * int64_t{sizeof(ThreadState)});
   // Every state comes back exactly once, cleared, none mapped anew.
   std::vector<ThreadState*> again;
   for (int i = 0; i < COUNT; ++i) {
