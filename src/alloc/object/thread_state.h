@@ -103,9 +103,10 @@ inline constexpr int THREAD_STATES_KEPT = 32;
 inline constexpr int THREAD_STATES_RESIDENT_MAX = 256;
 // The free resident states beyond THREAD_STATES_KEPT give their pages back: at once with
 // `force` (a trim), else only when no state was taken or given back since the previous
-// call (the housekeeping thread's look, each interval), so they go back by idle time and
-// never at a thread's exit. Returns the states washed; one madvise each, under the pool
-// lock, at most THREAD_STATES_RESIDENT_MAX - THREAD_STATES_KEPT of them.
+// call (the housekeeping thread's look, each interval), so those up to
+// THREAD_STATES_RESIDENT_MAX go back by idle time, not at a thread's exit. Returns the
+// states washed; one madvise each, under the pool lock, at most
+// THREAD_STATES_RESIDENT_MAX - THREAD_STATES_KEPT of them.
 int64_t wash_idle_thread_states(bool force);
 
 struct ThreadStatePoolStats {
