@@ -58,17 +58,20 @@ AChunk* AChunkMgr::resize_chunk(AChunk* chunk, int64_t size) {
   if (aligned != chunk->aligned()) {
     // Out of the registry first: once the pages move, another thread may map a chunk at
     // the old address and register it.
+    const bool marked = chunk_registry::is_marked(chunk);
     chunk_registry::remove(chunk);
     int err = 0;
     resized = remap(chunk, aligned, &err);
     if (resized == nullptr) {
       chunk_registry::add(chunk);
+      if (marked) chunk_registry::mark(chunk);
       if (to_charge > charged) dec_hold(to_charge - charged);
       return fail(AllocFailKind::PHYSICAL_MEMORY_EXHAUST, size, err);
     }
     // A moved mapping lands in a window mapped without a hint, below 2^47 as every such
     // mapping is: inside the registry's range.
     chunk_registry::add(resized);
+    if (marked) chunk_registry::mark(resized);
   }
   if (to_charge < charged) dec_hold(charged - to_charge);
   resized->charged_ = to_charge;

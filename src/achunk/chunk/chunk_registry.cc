@@ -29,4 +29,15 @@ void remove(const void* chunk) {
   std::atomic_ref<uint8_t>(unit_state[unit_of(chunk)]).store(RELEASED, std::memory_order_release);
 }
 
+void mark(const void* chunk) {
+  const uint64_t unit = unit_of(chunk);
+  if (unit >= UNITS || load_state(unit) != LIVE) return;
+  std::atomic_ref<uint8_t>(unit_state[unit]).store(LIVE_MARKED, std::memory_order_release);
+}
+
+bool is_marked(const void* chunk) {
+  const uint64_t unit = unit_of(chunk);
+  return unit < UNITS && load_state(unit) == LIVE_MARKED;
+}
+
 }  // namespace achunk::chunk_registry

@@ -29,7 +29,10 @@ inline constexpr int UNIT_SHIFT = 21;
 static_assert((int64_t{1} << UNIT_SHIFT) == ACHUNK_ALIGN);
 inline constexpr uint64_t UNITS = uint64_t{1} << (ADDRESS_BITS - UNIT_SHIFT);
 
-enum : uint8_t { NEVER = 0, LIVE = 1, RELEASED = 2 };
+// LIVE_MARKED: live, and marked by the layer that took it (the block layer marks an
+// object set's chunks), so the free fast path tells its chunks from a page manager's
+// without reading the chunk header's line. Both live states have LIVE's bit.
+enum : uint8_t { NEVER = 0, LIVE = 1, RELEASED = 2, LIVE_MARKED = 3 };
 // Plain bytes in the bss, read and written through atomic_ref: no constructor to run or
 // constant-evaluate for 2^26 elements.
 extern uint8_t unit_state[UNITS];
@@ -43,7 +46,11 @@ inline constexpr uintptr_t OUT_OF_RANGE = ~((uintptr_t{1} << ADDRESS_BITS) - 1);
 // is_chunk for an address the caller has checked against OUT_OF_RANGE (the free fast
 // path folds that into its alignment test).
 inline bool is_chunk_in_range(uintptr_t addr) {
-  return load_state(addr >> UNIT_SHIFT) == LIVE;
+  return (load_state(addr >> UNIT_SHIFT) & LIVE) != 0;
+}
+// The same for a marked chunk (see mark).
+inline bool is_marked_in_range(uintptr_t addr) {
+  return load_state(addr >> UNIT_SHIFT) == LIVE_MARKED;
 }
 // Whether a live chunk starts at the 2 MiB unit holding `addr`. One load, no lock; never
 // reads memory outside the registry.
@@ -61,6 +68,10 @@ bool covers(const void* chunk);
 // it takes one back (to the cache or to unmap), before anything else touches it.
 void add(const void* chunk);
 void remove(const void* chunk);
+// The chunk's owner marks a live chunk (a unit in another state stays as it is: a chunk
+// some other source mapped is never made to look live); remove and add clear the mark.
+void mark(const void* chunk);
+bool is_marked(const void* chunk);
 
 }  // namespace chunk_registry
 

@@ -1,4 +1,6 @@
 #include "alloc/block/block_set.h"
+
+#include "achunk/chunk/chunk_registry.h"
 #include "alloc/block/span_bits.h"
 
 #include <atomic>
@@ -245,6 +247,8 @@ ABlock* BlockSet::take_chunk(AChunk* chunk) {
   meta->owner_ = this;
   meta->context_ = context_;
   meta->kind_ = kind_;
+  // The free fast path's test of the kind, in the registry byte it reads anyway.
+  if (kind_ == OWNER_OBJECT_SET) chunk_registry::mark(chunk);
   set_bit(meta->span_bits_, 0);
   link_chunk(chunk);
   return new (chunk_block(chunk, 0)) ABlock();

@@ -434,14 +434,13 @@ inline void ObjectSet::free(void* ptr, ABlock* block) {
 // the registry knows.
 __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   // The registry before any header read: a unit without a chunk of ours may be unmapped.
-  // Its range test rides on the alignment test, and its bit proves the chunk live, so
-  // the chunk's magic need not be read.
+  // Its range test rides on the alignment test, and its byte proves the chunk live and an
+  // object set's (BlockSet::take_chunk marks it), so no chunk header need be read.
   const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
-  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_chunk_in_range(a)) {
+  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_marked_in_range(a)) {
     return nullptr;
   }
   AChunk* chunk = AChunk::ptr2chunk(ptr);
-  if (chunk_meta(chunk)->kind_ != BlockSet::OWNER_OBJECT_SET) return nullptr;
   // BlockSet::ptr2block cut down to slabs, which never live in dedicated chunks, so the
   // header is inside the chunk's block area. Unsigned, so a header before it wraps past
   // the end: one test each for the area and for a distance reaching before the chunk.

@@ -55,6 +55,32 @@ TEST_F(AChunkMgrResizeTest, GrowingMovesTheMappingWithItsBytesAndItsCharge) {
   expect_consistent();
 }
 
+// The mark an owner put on the chunk's registry byte (an object set's, which the free
+// fast path tests) moves with the mapping, and stays when the move fails.
+TEST_F(AChunkMgrResizeTest, AMovedChunkKeepsItsOwnersMark) {
+  AChunk* chunk = alloc_mb(4);
+  ASSERT_NE(chunk, nullptr);
+  chunk_registry::mark(chunk);
+  AChunk* grown = mgr_.resize_chunk(chunk, payload_for_mb(30));
+  ASSERT_NE(grown, nullptr);
+  ASSERT_NE(grown, chunk);
+  EXPECT_TRUE(chunk_registry::is_marked(grown));
+  EXPECT_FALSE(chunk_registry::is_marked(chunk));
+  os_.fail_next_resizes(1);
+  EXPECT_EQ(mgr_.resize_chunk(grown, payload_for_mb(50)), nullptr);
+  EXPECT_TRUE(chunk_registry::is_marked(grown));
+  AChunk* unmarked = alloc_mb(4);
+  ASSERT_NE(unmarked, nullptr);
+  AChunk* moved = mgr_.resize_chunk(unmarked, payload_for_mb(30));
+  ASSERT_NE(moved, nullptr);
+  EXPECT_TRUE(chunk_registry::is_chunk(moved));
+  EXPECT_FALSE(chunk_registry::is_marked(moved));
+  mgr_.free_chunk(grown);
+  mgr_.free_chunk(moved);
+  EXPECT_EQ(mgr_.get_used(), 0);
+  expect_consistent();
+}
+
 // A shrink keeps the mapping and its charge, so a buffer shrunk and grown again pays no
 // syscall; trim_chunk gives the tail back, in place, when its owner finds it idle.
 TEST_F(AChunkMgrResizeTest, ShrinkingKeepsTheTailUntilTrimmed) {

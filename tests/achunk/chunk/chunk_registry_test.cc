@@ -56,6 +56,43 @@ TEST(ChunkRegistryTest, NeighbouringUnitsInOneWordAreIndependent) {
   }
 }
 
+TEST(ChunkRegistryTest, AMarkKeepsTheChunkLiveAndGoesWithItsRemoval) {
+  const void* chunk = unit_addr(UNITS - 9);
+  const uintptr_t inside = reinterpret_cast<uintptr_t>(chunk) + 4096;
+  add(chunk);
+  EXPECT_FALSE(is_marked(chunk));
+  EXPECT_FALSE(is_marked_in_range(inside));
+  mark(chunk);
+  EXPECT_TRUE(is_marked(chunk));
+  EXPECT_TRUE(is_marked_in_range(inside));
+  EXPECT_TRUE(is_chunk(chunk));
+  EXPECT_FALSE(is_marked(unit_addr(UNITS - 8)));
+  remove(chunk);
+  EXPECT_FALSE(is_marked(chunk));
+  EXPECT_TRUE(was_released(chunk));
+  // Handed out again (to another owner, say), it is live and unmarked.
+  add(chunk);
+  EXPECT_TRUE(is_chunk(chunk));
+  EXPECT_FALSE(is_marked(chunk));
+  remove(chunk);
+}
+
+TEST(ChunkRegistryTest, MarkingAUnitWithNoLiveChunkLeavesItAsItIs) {
+  const void* never = unit_addr(UNITS - 11);
+  mark(never);
+  EXPECT_FALSE(is_chunk(never));
+  EXPECT_FALSE(is_marked(never));
+  const void* released = unit_addr(UNITS - 12);
+  add(released);
+  remove(released);
+  mark(released);
+  EXPECT_FALSE(is_chunk(released));
+  EXPECT_TRUE(was_released(released));
+  const uintptr_t top = uintptr_t{1} << ADDRESS_BITS;
+  mark(reinterpret_cast<const void*>(top));  // out of range: no write
+  EXPECT_FALSE(is_marked(reinterpret_cast<const void*>(top)));
+}
+
 TEST(ChunkRegistryTest, AddressesOutOfRangeAreNeverChunks) {
   const uintptr_t top = uintptr_t{1} << ADDRESS_BITS;
   EXPECT_FALSE(covers(reinterpret_cast<const void*>(top)));

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "achunk/chunk/chunk_registry.h"
 #include "support/chunk_mgr_fixture.h"
 
 namespace achunk::testing {
@@ -37,6 +38,29 @@ TEST_F(BlockSetTest, SmallSpansShareOneChunk) {
   EXPECT_EQ(set.hold(), 0);
   EXPECT_EQ(mgr_.get_used(), 0);  // the chunk went back to AChunkMgr at once
   EXPECT_EQ(mgr_.get_freelist_hold(), 2 * MB);
+}
+
+// An object set's chunks carry its mark in the registry, which is all the free fast path
+// reads to tell them from a page manager's; a chunk handed back loses it.
+TEST_F(BlockSetTest, OnlyAnObjectSetsChunksAreMarkedInTheRegistry) {
+  int owner = 0;
+  BlockSet objects(source_, &owner, BlockSet::OWNER_OBJECT_SET);
+  BlockSet pages(source_, &owner, BlockSet::OWNER_PAGE_MANAGER);
+  ABlock* a = objects.alloc_block(1);
+  ABlock* b = pages.alloc_block(1);
+  ABlock* big = objects.alloc_block(3 * MB);  // a dedicated chunk
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(big, nullptr);
+  EXPECT_TRUE(chunk_registry::is_marked(AChunk::ptr2chunk(a)));
+  EXPECT_TRUE(chunk_registry::is_marked(AChunk::ptr2chunk(big)));
+  EXPECT_FALSE(chunk_registry::is_marked(AChunk::ptr2chunk(b)));
+  EXPECT_TRUE(chunk_registry::is_chunk(AChunk::ptr2chunk(b)));
+  AChunk* chunk = AChunk::ptr2chunk(a);
+  objects.free_block(a);
+  EXPECT_FALSE(chunk_registry::is_marked(chunk));
+  objects.free_block(big);
+  pages.free_block(b);
 }
 
 TEST_F(BlockSetTest, Ptr2BlockFindsTheSpanHeadFromInteriorPointers) {
