@@ -212,6 +212,14 @@ std::atomic<int> g_release_thread_masked{-1};
 // Set in a child whose parent had a release thread: the child's next allocation starts one.
 std::atomic<bool> g_release_thread_restart{false};
 
+// A forked child's first slow free, when its parent had a housekeeping thread and the
+// child has not allocated since (see fork_child).
+void start_at_fork_child_free() {
+  if (g_release_thread_restart.load(std::memory_order_relaxed)) {
+    global_detail::create_and_get_malloc_allocator();
+  }
+}
+
 void fork_child() {
   ObjectSet::on_fork_child();
   // The child must not write the parent's stats region: its next tick makes its own.
@@ -223,6 +231,9 @@ void fork_child() {
     g_release_thread_restart.store(true, std::memory_order_relaxed);
     global_detail::malloc_allocator.store(nullptr, std::memory_order_release);
     global_detail::malloc_allocator_id.store(0, std::memory_order_relaxed);
+    // A child that only frees makes no allocation: its first slow free starts it instead.
+    ObjectSet::set_fork_child_free_hook(&start_at_fork_child_free);
+    ObjectSet::arm_fork_child_free_hook();
   }
   release_fork_hold(true);
 }

@@ -384,20 +384,21 @@ TEST_F(ForkTest, ChildThreadsNeverTakeADeadParentThreadsMarker) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "a child thread took a dead parent thread's marker";
 }
 
-// Forks a process whose release thread runs; the child checks it has none until
-// `allocate` makes its first allocation, which must start its own.
-template <typename F>
-void expect_child_starts_release_thread(F allocate) {
+// Forks a process whose release thread runs, after `in_parent`; the child checks it has
+// none until `in_child` makes its first allocation (or first slow free), which must start
+// its own.
+template <typename F, typename G>
+void expect_child_starts_release_thread(F in_parent, G in_child) {
   char err[64];
   ASSERT_TRUE(set_option("release_interval_ms", "100000", err, sizeof(err))) << err;
   start_release_thread();
   while (release_thread_signals_blocked() < 0) sched_yield();
-  allocate();  // in the parent too, so the forking thread's caches are filled
+  in_parent();
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(20);  // no release thread in the child: the wait below never ends
     if (release_thread_signals_blocked() != -1) _exit(2);
-    allocate();
+    in_child();
     while (release_thread_signals_blocked() != 1) sched_yield();
     _exit(0);
   }
@@ -411,18 +412,37 @@ void expect_child_starts_release_thread(F allocate) {
 // A child of a process with a release thread starts its own on its first allocation.
 TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstAllocation) {
   if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
-  expect_child_starts_release_thread(
-      [] { ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_release"))); });
+  const auto allocate = [] {
+    ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_release")));
+  };
+  expect_child_starts_release_thread(allocate, allocate);  // the parent's fills its caches
 }
 
 // The same through the drop-in malloc, whose hit never reads the allocator: the forking
 // thread's front entry, filled in the parent, must not serve the child's first malloc.
 TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstMallocHitToo) {
   if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
-  expect_child_starts_release_thread([] {
+  const auto allocate = [] {
     achunk_free(achunk_malloc(100));
     achunk_free(achunk_malloc(100));  // a hit, once the entry is filled
-  });
+  };
+  expect_child_starts_release_thread(allocate, allocate);
+}
+
+// A child that only frees what its parent allocated starts its own on its first slow
+// free: of an object another parent thread allocated (free_foreign), or of a big one (the
+// checked free). Without it, the heaps of the parent's other threads, which the child
+// frees into and no look then reclaims, and its chunk cache would stay for good. (The
+// forking thread's own slabs stay its own in the child, and their frees stay fast.)
+TEST_F(ForkTest, ChildStartsItsReleaseThreadOnItsFirstSlowFree) {
+  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
+  void* p = nullptr;
+  expect_child_starts_release_thread([&] { std::thread([&] { p = achunk_malloc(100); }).join(); },
+                                     [&] { achunk_free(p); });
+  achunk_free(p);
+  expect_child_starts_release_thread([&] { p = achunk_malloc(size_t{1} << 20); },
+                                     [&] { achunk_free(p); });
+  achunk_free(p);
 }
 
 }  // namespace

@@ -292,6 +292,7 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t
 
 void ObMallocAllocator::free_checked(void* ptr) {
   if (ptr == nullptr) return;
+  ObjectSet::run_fork_child_free_hook();
   ABlock* block = nullptr;
   uint64_t h = checked_header(ptr, &block);
   if (h == 0) return;

@@ -140,6 +140,7 @@ void ObjectSet::free_foreign(void* ptr, ABlock* block, Slab* slab) {
   // gives the object back as a remote free when it overflows, is collected, or is taken
   // from an idle heap. A thread with no heap in the set (one that only frees) does not
   // get one for it.
+  run_fork_child_free_hook();
   ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
   if (heap != nullptr && heap->stash_push(slab->sc_, ptr, block)) return;
   free_slow(ptr, block, slab, false);

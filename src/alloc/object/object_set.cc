@@ -460,6 +460,11 @@ bool ObjectSet::carve(ABlock* block) {
   return true;
 }
 
+void ObjectSet::fire_fork_child_free_hook() {
+  if (!fork_child_free_armed_.exchange(false, std::memory_order_relaxed)) return;
+  if (void (*hook)() = fork_child_free_hook_.load(std::memory_order_relaxed)) hook();
+}
+
 void ObjectSet::on_fork_child() {
   object_set_tls::fork_generation.fetch_add(1, std::memory_order_relaxed);
   // The set list's lock is still held for the fork: the list cannot change.

@@ -208,6 +208,21 @@ class ObjectSet {
   // markers of a new generation, and every set's usage scan lock is free
   // (ObjectMgr::on_fork_child).
   static void on_fork_child();
+  // A function the process wiring has run once, with no allocator lock held, by the
+  // first free after a fork that takes a slow path (every free of an object from before
+  // the fork does: its slab's owner is of the old generation). The drop-in malloc starts
+  // its housekeeping thread again there, for a child that frees and never allocates.
+  static void set_fork_child_free_hook(void (*hook)()) {
+    fork_child_free_hook_.store(hook, std::memory_order_relaxed);
+  }
+  static void arm_fork_child_free_hook() {  // in the child's fork handler
+    fork_child_free_armed_.store(true, std::memory_order_relaxed);
+  }
+  static void run_fork_child_free_hook() {
+    if (fork_child_free_armed_.load(std::memory_order_relaxed)) [[unlikely]] {
+      fire_fork_child_free_hook();
+    }
+  }
   // Gives the calling thread's heap back: empty slabs stay warm for the next heaps
   // (keep_warm) or return to the BlockSet, slabs with
   // live objects and free slots go onto the ready stacks for another heap to adopt, full
@@ -370,6 +385,9 @@ class ObjectSet {
   std::atomic<int64_t> warm_adopted_{0};
   std::atomic<int64_t> warm_touched_us_{0};  // the last keep or adoption, on source_'s clock
   static inline std::atomic<bool> free_checks_queued_{true};
+  static inline std::atomic<void (*)()> fork_child_free_hook_{nullptr};
+  static inline std::atomic<bool> fork_child_free_armed_{false};
+  __attribute__((noinline, cold)) static void fire_fork_child_free_hook();
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.
   SpinLock heaps_lock_;
