@@ -232,8 +232,7 @@ void fork_child() {
     global_detail::malloc_allocator.store(nullptr, std::memory_order_release);
     global_detail::malloc_allocator_id.store(0, std::memory_order_relaxed);
     // A child that only frees makes no allocation: its first slow free starts it instead.
-    ObjectSet::set_fork_child_free_hook(&start_at_fork_child_free);
-    ObjectSet::arm_fork_child_free_hook();
+    ObjectSet::arm_fork_child_free_hook(&start_at_fork_child_free);
   }
   release_fork_hold(true);
 }

@@ -212,10 +212,8 @@ class ObjectSet {
   // first free after a fork that takes a slow path (every free of an object from before
   // the fork does: its slab's owner is of the old generation). The drop-in malloc starts
   // its housekeeping thread again there, for a child that frees and never allocates.
-  static void set_fork_child_free_hook(void (*hook)()) {
+  static void arm_fork_child_free_hook(void (*hook)()) {  // in the child's fork handler
     fork_child_free_hook_.store(hook, std::memory_order_relaxed);
-  }
-  static void arm_fork_child_free_hook() {  // in the child's fork handler
     fork_child_free_armed_.store(true, std::memory_order_relaxed);
   }
   static void run_fork_child_free_hook() {
