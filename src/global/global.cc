@@ -77,6 +77,7 @@ struct Globals final : StatsHost {
     chunk_mgr.apply_options(options);
     malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
     ObjectSet::set_free_checks_queued(options[OPT_FREE_CHECKS_QUEUED] != 0);
+    ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
     context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
   }
   // A change of one option reaches its owner alone: a new TTL flushes no cache. The
@@ -91,6 +92,7 @@ struct Globals final : StatsHost {
         break;
       case OptionOwner::OBJECT:
         ObjectSet::set_free_checks_queued(options[OPT_FREE_CHECKS_QUEUED] != 0);
+        ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
         break;
       case OptionOwner::CONTEXT:
         context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);

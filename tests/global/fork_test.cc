@@ -125,9 +125,9 @@ TEST_F(ForkTest, RegistryHasEveryLayersLocks) {
   for (const char* want :
        {"options", "c_api.report", "memory_context.slots", "usage_printer.scratch",
         "malloc_allocator.directory", "label.table", "object_set.registry", "object_set.heaps",
-        "object_mgr.shard", "object_mgr.wash", "chunk_mgr.evicting", "chunk_mgr.cap",
-        "thread_state.pool", "chunk_mgr.free_list", "memory_context.root_tree", "ob_allocator",
-        "arena"}) {
+        "object_set.shared", "object_set.ready", "object_mgr.shard", "object_mgr.wash",
+        "chunk_mgr.evicting", "chunk_mgr.cap", "thread_state.pool", "chunk_mgr.free_list",
+        "memory_context.root_tree", "ob_allocator", "arena"}) {
     EXPECT_EQ(names.count(want), 1u) << want;
   }
   EXPECT_EQ(fork_locks_held(), 0);
@@ -152,8 +152,8 @@ TEST_F(ForkTest, AProcessWithEveryTenantAndCtxInUseForks) {
   size_t per_set = 0;
   for (auto& [lock, name] : c.locks) {
     sets += name == "object_set.heaps";
-    per_set += name == "object_set.heaps" || name == "object_set.ready" ||
-               name.rfind("object_mgr.", 0) == 0;
+    per_set += name == "object_set.heaps" || name == "object_set.shared" ||
+               name == "object_set.ready" || name.rfind("object_mgr.", 0) == 0;
   }
   EXPECT_EQ(per_set, sets * ObjectSet::FORK_LOCKS);
   EXPECT_EQ(fork_and_work(), 0);

@@ -31,6 +31,11 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
     {"free_checks_queued", OptionOwner::OBJECT, OptionType::BOOL, 1, 0, 1,
      "a free into a slab its thread let go is checked a few frees later, so the misses of "
      "random frees overlap; 0 checks it at the free, whose stack a report then has"},
+    {"shared_slab_bytes", OptionOwner::OBJECT, OptionType::SIZE, 0, 0, 64 * MB,
+     "each new thread's first this many bytes of objects up to 1 KiB come from slabs all "
+     "threads share, so threads that allocate little share pages; 0: every thread carves "
+     "slabs of its own from its first object; 64K in the drop-in malloc",
+     64 * KB},
     // context layer (MemoryContext)
     {"context_use_pm", OptionOwner::CONTEXT, OptionType::BOOL, 1, 0, 1,
      "memory contexts asking for it take pages from their thread's page manager"},

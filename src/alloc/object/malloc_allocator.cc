@@ -243,9 +243,11 @@ void* ObMallocAllocator::alloc_align_static(int64_t align, int64_t size, const O
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align,
                                     int sc) {
   if (size < 0 || size > OBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
-  // The thread allocates: from here on it caches what it finds (without a state, which
-  // only a failed mapping leaves it, it looks everything up each time).
-  ThreadState* state = ObjectSet::own_thread_state();
+  // The thread allocates: from here on it caches what it finds. Without a state (within
+  // its shared budget, or after a failed mapping) it looks everything up each time.
+  ThreadState* state = thread_state_owned() || !ObjectSet::within_shared_budget()
+                           ? ObjectSet::own_thread_state()
+                           : nullptr;
   // The last (directory, tenant, ctx) this thread allocated from: most threads allocate
   // from one or two, and the directory scan is then skipped.
   ObTenantCtxAllocator* ta = nullptr;

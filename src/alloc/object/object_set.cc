@@ -12,6 +12,7 @@ namespace achunk {
 
 namespace object_set_tls {
 ACHUNK_TLS uintptr_t thread_marker = 1;
+ACHUNK_TLS int64_t shared_used = 0;
 std::atomic<uint32_t> fork_generation{0};
 
 const void* init_thread_marker() {
@@ -216,6 +217,10 @@ int64_t ObjectSet::reclaim_idle_spares() {
     }
     if (n > 0) take_held();
   }
+  int64_t shared_bytes = 0;
+  chain = reclaim_idle_shared(chain, &shared_bytes);
+  if (shared_bytes > 0) shared_reclaimed_.fetch_add(shared_bytes, std::memory_order_relaxed);
+  bytes += shared_bytes;
   // After the locks: giving spans back takes shard locks, which a heap's owner takes
   // under its own lock.
   while (chain != nullptr) {
@@ -275,16 +280,18 @@ void ObjectSet::abandon(ThreadHeap* heap, bool keep_warm) {
   free_span(BlockSet::ptr2block(heap));
 }
 
-bool ObjectSet::disown(ABlock* block) {
+bool ObjectSet::disown(ABlock* block, const void* owner) {
   Slab* slab = slab_of(block);
   // Before the tag: once tagged, a free may hand the slab to another heap at once.
-  slab->owner_thread_.store(disowned_by_this_thread(), std::memory_order_relaxed);
+  slab->owner_thread_.store(
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(owner) | Slab::DISOWNED),
+      std::memory_order_relaxed);
   uintptr_t expected = 0;
   if (slab->remote_free_.compare_exchange_strong(
           expected, Slab::REMOTE_NOTIFY, std::memory_order_release, std::memory_order_relaxed)) {
     return true;
   }
-  slab->owner_thread_.store(this_thread_marker(), std::memory_order_relaxed);
+  slab->owner_thread_.store(owner, std::memory_order_relaxed);
   return false;
 }
 
@@ -418,7 +425,7 @@ void ObjectSet::settle_ready() {
 // size_class.h sizes slabs in whole blocks without depending on the block layer.
 static_assert(SLAB_UNIT == ABLOCK_SIZE);
 
-ABlock* ObjectSet::new_slab(int sc) {
+ABlock* ObjectSet::new_slab(int sc, const void* owner) {
   release_idle_warm();  // before the span is taken: the warm slabs' spans may serve it
   const int64_t bytes = slab_bytes(sc);
   ABlock* block = take_span(bytes, [&](ABlock* block) {
@@ -430,7 +437,7 @@ ABlock* ObjectSet::new_slab(int sc) {
   // After the shard lock, as every later carve is: the first page may be fresh, and its
   // fault would hold every thread of the shard. Scans read only carved slots.
   carve(block);
-  slab_of(block)->owner_thread_.store(this_thread_marker(), std::memory_order_release);
+  slab_of(block)->owner_thread_.store(owner, std::memory_order_release);
   return block;
 }
 
@@ -478,6 +485,8 @@ void ObjectSet::visit_all_fork_locks(ForkLockVisitor& v) {
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) {
       v.visit(set->heaps_lock_, "object_set.heaps");
+      // In nesting order: shared_alloc takes a ready stack's lock and a shard's under its own.
+      for (SharedSlab& shared : set->shared_) v.visit(shared.lock, "object_set.shared");
       for (ReadyStack& ready : set->ready_) v.visit(ready.lock, "object_set.ready");
       set->mgr_.visit_fork_locks(v);
     }

@@ -202,8 +202,8 @@ class ObjectSet {
   // owner holds it only under heaps_lock_, so the child's thread finds its own heap free.
   static void visit_all_fork_locks(ForkLockVisitor& v);
   // The locks visit_all_fork_locks visits per set: its heap list, its classes' ready
-  // stacks and its block shards.
-  static constexpr int FORK_LOCKS = 1 + SIZE_CLASS_COUNT + ObjectMgr::FORK_LOCKS;
+  // stacks and shared slabs, and its block shards.
+  static constexpr int FORK_LOCKS = 1 + 2 * SIZE_CLASS_COUNT + ObjectMgr::FORK_LOCKS;
   // In a forked child (from the atfork child handler): threads started from now on get
   // markers of a new generation, and every set's usage scan lock is free
   // (ObjectMgr::on_fork_child).
@@ -221,6 +221,24 @@ class ObjectSet {
       fire_fork_child_free_hook();
     }
   }
+  // Option shared_slab_bytes, for every set: a heap created from now on takes its first
+  // `bytes` of objects of the shared classes from the set's shared slabs (shared_alloc).
+  static void set_shared_slab_bytes(int64_t bytes) {
+    shared_slab_bytes_.store(bytes, std::memory_order_relaxed);
+  }
+  static int64_t shared_slab_bytes() { return shared_slab_bytes_.load(std::memory_order_relaxed); }
+  // Whether the calling thread's next small object may come from a shared slab: it has
+  // taken fewer bytes from them than shared_slab_bytes. Such a thread needs no
+  // ThreadState yet (ObMallocAllocator::alloc_slow takes none for it).
+  static bool within_shared_budget() { return object_set_tls::shared_used < shared_slab_bytes(); }
+  // The classes a thread's first objects take from the shared slabs: slots up to 1 KiB,
+  // whose own slab would hold many of them on its first page.
+  static constexpr int64_t SHARED_SLOT_MAX = 1024;
+  static constexpr bool shares(int sc) { return class_slot_size(sc) <= SHARED_SLOT_MAX; }
+  // Objects taken from the shared slabs so far, and the bytes of shared slabs the looks
+  // gave back (reclaim_idle_spares).
+  int64_t shared_allocs() const { return shared_allocs_.load(std::memory_order_relaxed); }
+  int64_t shared_reclaimed() const { return shared_reclaimed_.load(std::memory_order_relaxed); }
   // Gives the calling thread's heap back: empty slabs stay warm for the next heaps
   // (keep_warm) or return to the BlockSet, slabs with
   // live objects and free slots go onto the ready stacks for another heap to adopt, full
@@ -295,11 +313,32 @@ class ObjectSet {
   // Idle heaps whose current slabs one process barrier covers (reclaim_idle_spares holds
   // their locks across it).
   static constexpr int HEAPS_PER_BARRIER = 64;
-  // A fresh slab for the calling thread's heap.
-  ABlock* new_slab(int sc);
-  // The owner lets a slab with no free slot go (see Slab::remote_free_). False, the slab
-  // still the caller's, when another thread's free landed on it first.
-  static bool disown(ABlock* block);
+  // A fresh slab owned by `owner` (a thread's marker, or shared_marker()).
+  ABlock* new_slab(int sc, const void* owner);
+  // The owner lets a slab with no free slot go (see Slab::remote_free_): `owner` is its
+  // marker, the calling thread's or shared_marker(). False, the slab still the caller's,
+  // when another thread's free landed on it first.
+  static bool disown(ABlock* block, const void* owner);
+  static bool disown(ABlock* block) { return disown(block, this_thread_marker()); }
+  // A slot of class sc (shares(sc)) from the set's shared slab of the class, or nullptr
+  // when no span can be had: a heap's refill within its shared budget. The slab's owner
+  // is shared_marker(), which no thread's free matches, so every free into it is a
+  // remote one (or a stash push) and only shared_alloc, under the class's lock, pops.
+  // O(1): a full shared slab is disowned like a heap's, and the next comes from the ready
+  // or warm stacks or a fresh span.
+  void* shared_alloc(int sc);
+  // The shared slabs' owner mark: an address of this set, never a thread's TLS address.
+  const void* shared_marker() const { return &shared_[0]; }
+  // alloc's and alloc_in_class's path for a thread without a heap in this set: within
+  // the thread's shared budget from the shared slab of class sc, else from the heap it
+  // creates; with no heap to be had (a set beyond MAX_SETS, or a thread whose ThreadState
+  // could not be mapped: vm.max_map_count reached, say), a span of its own, from chunks
+  // the cache may still hold; with no memory at all this fails as any allocation does.
+  void* alloc_without_heap(int sc, int64_t size, uint16_t label);
+  // reclaim_idle_spares's part for the shared slabs: each class's current shared slab
+  // whose objects are all freed and which served no allocation since the last look goes
+  // onto `chain`. O(classes).
+  ABlock* reclaim_idle_shared(ABlock* chain, int64_t* bytes);
   // Whoever holds a slab alone (an exiting owner, settle_ready) gives it back if it is
   // empty, else disowns it; with `ready_if_room` (an exiting owner) a slab with a free
   // slot goes onto the ready stack instead, untagged, so no free pushes it again.
@@ -371,6 +410,18 @@ class ObjectSet {
     }
   };
   ReadyStack ready_[SIZE_CLASS_COUNT];
+  // Per class, the slab the threads within their shared budget allocate from (see
+  // shared_alloc), and its allocations, which the look compares with the last it saw.
+  struct alignas(64) SharedSlab {
+    SpinLock lock;
+    ABlock* current = nullptr;
+    uint64_t allocs = 0;
+    uint64_t seen_allocs = 0;
+  };
+  SharedSlab shared_[SIZE_CLASS_COUNT];
+  std::atomic<int64_t> shared_allocs_{0};
+  std::atomic<int64_t> shared_reclaimed_{0};
+  static inline std::atomic<int64_t> shared_slab_bytes_{0};
   std::atomic<int64_t> slabs_settled_{0};
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
@@ -414,18 +465,13 @@ ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t hea
 
 inline void* ObjectSet::alloc(int64_t size, uint16_t label) {
   if (size > SMALL_OBJECT_MAX) return alloc_big(size, label);
-  ThreadHeap* heap = heap_for_this_thread();
-  if (heap != nullptr) return heap->alloc_object(size, label);
-  // No heap: a set beyond MAX_SETS, or a thread whose ThreadState could not be mapped
-  // (vm.max_map_count reached, say). Each object gets a span of its own, from chunks the
-  // cache may still hold; with no memory at all this fails as any allocation does.
-  return alloc_big(size, label);
+  if (ThreadHeap* heap = existing_heap()) return heap->alloc_object(size, label);
+  return alloc_without_heap(size_class_of(size), size, label);
 }
 
 inline void* ObjectSet::alloc_in_class(int sc, int64_t size, uint16_t label) {
-  ThreadHeap* heap = heap_for_this_thread();
-  if (heap != nullptr) return heap->alloc_object_in(sc, size, label);
-  return alloc_big(size, label);
+  if (ThreadHeap* heap = existing_heap()) return heap->alloc_object_in(sc, size, label);
+  return alloc_without_heap(sc, size, label);
 }
 
 inline void ObjectSet::free(void* ptr) {

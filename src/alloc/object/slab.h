@@ -29,6 +29,8 @@ extern std::atomic<uint32_t> generation[MAX_SETS];
 // keeps it from matching that thread's slabs. A slab records its owner by it, so a free
 // recognises its own thread's slab without finding the heap first.
 extern ACHUNK_TLS uintptr_t thread_marker;
+// Slot bytes the calling thread took from shared slabs (the option shared_slab_bytes).
+extern ACHUNK_TLS int64_t shared_used;
 // Bumped in a forked child (ObjectSet::on_fork_child).
 extern std::atomic<uint32_t> fork_generation;
 const void* init_thread_marker();

@@ -275,7 +275,7 @@ void* ThreadHeap::alloc_slow(int sc) {
       return take(sc, block);
     }
   }
-  ABlock* block = set_->new_slab(sc);
+  ABlock* block = set_->new_slab(sc, this_thread_marker());
   if (block == nullptr) return nullptr;
   ++slabs_visited_;
   return take(sc, block);

@@ -292,7 +292,7 @@ class ThreadHeap {
   // and slabs holding its live objects, and its own emptying free moves the slab under
   // lock_ (move_freed), so none of these can be in use.
   ABlock* give_up_freed_slabs(ABlock* chain, int64_t* bytes);
-  ABlock* give_up(ABlock* block, ABlock* chain, int64_t* bytes);
+  static ABlock* give_up(ABlock* block, ABlock* chain, int64_t* bytes);
   // Unlinks every spare onto `chain` (through next_) for the caller to give back; the
   // caller holds lock_ and the set's heaps_lock_.
   ABlock* give_up_spares(ABlock* chain, int64_t* bytes);
