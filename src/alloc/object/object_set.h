@@ -239,6 +239,8 @@ class ObjectSet {
   // gave back (reclaim_idle_spares).
   int64_t shared_allocs() const { return shared_allocs_.load(std::memory_order_relaxed); }
   int64_t shared_reclaimed() const { return shared_reclaimed_.load(std::memory_order_relaxed); }
+  // The shared slabs' owner mark: an address of this set, never a thread's TLS address.
+  const void* shared_marker() const { return &shared_[0]; }
   // Gives the calling thread's heap back: empty slabs stay warm for the next heaps
   // (keep_warm) or return to the BlockSet, slabs with
   // live objects and free slots go onto the ready stacks for another heap to adopt, full
@@ -327,8 +329,6 @@ class ObjectSet {
   // O(1): a full shared slab is disowned like a heap's, and the next comes from the ready
   // or warm stacks or a fresh span.
   void* shared_alloc(int sc);
-  // The shared slabs' owner mark: an address of this set, never a thread's TLS address.
-  const void* shared_marker() const { return &shared_[0]; }
   // alloc's and alloc_in_class's path for a thread without a heap in this set: within
   // the thread's shared budget from the shared slab of class sc, else from the heap it
   // creates; with no heap to be had (a set beyond MAX_SETS, or a thread whose ThreadState
