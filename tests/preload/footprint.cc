@@ -17,7 +17,7 @@ namespace {
 int g_failures = 0;
 const char* g_achunk_path = nullptr;
 // TLS bytes the library may add to every thread: its thread's state pointer, identity,
-// last failure and a few hints.
+// shared-slab budget, last failure and a few hints.
 constexpr size_t TLS_MAX = 128;
 
 int check_library(dl_phdr_info* info, size_t, void*) {
