@@ -52,6 +52,14 @@ class SharedSlabTest : public ChunkMgrTest {
     }
     for (std::thread& t : ts) t.join();
   }
+  // Every object freed: two looks give back the idle shared slabs (the first sees them
+  // busy) and settle the ready ones; with the warm slabs gone nothing stays.
+  static void expect_all_back(ObjectSet& set) {
+    set.reclaim_idle_spares();
+    set.reclaim_idle_spares();
+    set.release_warm();
+    EXPECT_EQ(set.span_used(), 0);
+  }
   DirectChunkSource source_{mgr_};
 };
 
@@ -112,10 +120,7 @@ TEST_F(SharedSlabTest, AThreadPastItsBudgetCarvesItsOwnSlabs) {
     ObjectSet::free(big_slot);
     set.flush_thread_heap();
   }).join();
-  set.reclaim_idle_spares();
-  set.reclaim_idle_spares();
-  set.release_warm();
-  EXPECT_EQ(set.span_used(), 0);
+  expect_all_back(set);
 }
 
 TEST_F(SharedSlabTest, TheLookKeepsASharedSlabInUseOrBusySinceTheLastOne) {
@@ -168,9 +173,7 @@ TEST_F(SharedSlabTest, AFullSharedSlabComesBackThroughTheReadyStack) {
     objs.front() = p;
   }).join();
   for (void* p : objs) ObjectSet::free(p);
-  set.reclaim_idle_spares();
-  set.reclaim_idle_spares();
-  EXPECT_EQ(set.span_used(), 0);
+  expect_all_back(set);
 }
 
 // Threads allocate within their budget and free each other's objects while others do the
@@ -204,10 +207,7 @@ TEST_F(SharedSlabTest, ThreadsAllocatingAndFreeingEachOthersSharedObjectsRaceSaf
   done.store(true);
   look.join();
   EXPECT_GT(set.shared_allocs(), 0);
-  set.reclaim_idle_spares();
-  set.reclaim_idle_spares();
-  set.release_warm();
-  EXPECT_EQ(set.span_used(), 0);
+  expect_all_back(set);
 }
 
 // Through ob_malloc's engine: a thread within its budget takes no ThreadState, so its
@@ -236,9 +236,7 @@ TEST_F(SharedSlabTest, ObMallocWithinTheBudgetTakesNoThreadState) {
     ObMallocAllocator::free(big);
   }).join();
   ObjectSet& set = alloc->get_tenant_ctx_allocator(1001, DEFAULT_CTX_ID)->object_set();
-  set.reclaim_idle_spares();
-  set.reclaim_idle_spares();
-  EXPECT_EQ(set.span_used(), 0);
+  expect_all_back(set);
 }
 
 }  // namespace
