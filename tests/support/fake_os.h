@@ -221,8 +221,12 @@ class FakeOs final : public Os {
       ++barrier_calls_;
       if (!barrier_on_) return false;
     }
+    if (on_barrier_) on_barrier_();
     return real_.process_barrier();
   }
+  // Runs at the start of every process_barrier call that passes one: a look has closed
+  // what it will take (set it before other threads run).
+  void set_barrier_hook(std::function<void()> hook) { on_barrier_ = std::move(hook); }
   bool process_barrier_available() override {
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -309,6 +313,7 @@ class FakeOs final : public Os {
   std::function<void()> unmap_hook_;
   std::function<void()> on_release_;
   std::function<void()> on_resize_;
+  std::function<void()> on_barrier_;
   int fail_maps_ = 0;
   int fail_resizes_ = 0;
   std::function<void()> on_resident_;

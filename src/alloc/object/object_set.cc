@@ -39,18 +39,32 @@ std::once_flag g_exit_key_once;
 // malloc. A later destructor that allocates takes a state again and re-arms the key.
 void on_thread_exit(void*) {
   if (!thread_state_owned()) return;
-  // First, while every heap is the thread's: the queued frees may stash their objects.
-  ObjectSet::check_queued_frees();
   ThreadState& state = thread_state();
+  // The sets whose heaps this thread still has, by index (nullptr: none, or gone).
+  ObjectSet* sets[ObjectSet::MAX_SETS];
+  for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
+    sets[i] = nullptr;
+    ThreadHeap* heap = state.heaps[i];
+    if (heap == nullptr ||
+        state.heap_generation[i] != g_generation[i].load(std::memory_order_acquire)) {
+      state.heaps[i] = nullptr;
+      continue;
+    }
+    sets[i] = g_sets[i].load(std::memory_order_acquire);
+    // First out of the lists: a look that closed the heap's stash or the thread's queue
+    // and backed off would leave the calls below empty-handed, and what they missed
+    // would go with the heap and the state.
+    if (sets[i] != nullptr) sets[i]->unlink_heap(heap);
+  }
+  // While every heap is the thread's: the queued frees may stash their objects.
+  ObjectSet::check_queued_frees();
   for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
     ThreadHeap* heap = state.heaps[i];
     if (heap == nullptr) continue;
-    const bool live = state.heap_generation[i] == g_generation[i].load(std::memory_order_acquire);
     // While the heap is still the thread's: the stashed objects go back into its slabs.
-    if (live) heap->unstash_all();
+    heap->unstash_all();
     state.heaps[i] = nullptr;
-    if (!live) continue;
-    if (ObjectSet* set = g_sets[i].load(std::memory_order_acquire)) set->abandon(heap, true);
+    if (sets[i] != nullptr) sets[i]->abandon(heap, true);
   }
   tl_thread_state = const_cast<ThreadState*>(&thread_state_detail::EMPTY);
   release_thread_state(&state);
@@ -128,8 +142,10 @@ ThreadHeap* ObjectSet::create_heap() {
 }
 
 void ObjectSet::flush_thread_heap() {
+  ThreadHeap* heap = existing_heap();
+  if (heap != nullptr) unlink_heap(heap);  // first, as at thread exit
   check_queued_frees();
-  if (ThreadHeap* heap = existing_heap()) {
+  if (heap != nullptr) {
     heap->unstash_all();
     ThreadState& state = thread_state();
     state.heaps[index_] = nullptr;
@@ -244,17 +260,20 @@ int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
   return mgr_.wash_stale_spans(min_free_us);
 }
 
-void ObjectSet::abandon(ThreadHeap* heap, bool keep_warm) {
-  {
-    // Out of the list first: once it is, no other thread looks at the heap again.
-    std::lock_guard<SpinLock> guard(heaps_lock_);
-    if (heap->prev_heap_ != nullptr) {
-      heap->prev_heap_->next_heap_ = heap->next_heap_;
-    } else {
-      heaps_ = heap->next_heap_;
-    }
-    if (heap->next_heap_ != nullptr) heap->next_heap_->prev_heap_ = heap->prev_heap_;
+void ObjectSet::unlink_heap(ThreadHeap* heap) {
+  // A look holds heaps_lock_ from the heaps it closes to the end of its takes, so once
+  // this has it no look is under way on the heap, and none comes again.
+  std::lock_guard<SpinLock> guard(heaps_lock_);
+  if (heap->prev_heap_ != nullptr) {
+    heap->prev_heap_->next_heap_ = heap->next_heap_;
+  } else {
+    heaps_ = heap->next_heap_;
   }
+  if (heap->next_heap_ != nullptr) heap->next_heap_->prev_heap_ = heap->prev_heap_;
+  heap->prev_heap_ = heap->next_heap_ = nullptr;
+}
+
+void ObjectSet::abandon(ThreadHeap* heap, bool keep_warm) {
   // Before this heap's slabs join the ready stacks: settling them at once would tag those
   // with room again.
   settle_ready();

@@ -304,7 +304,12 @@ class ObjectSet {
   int64_t stash_reclaimed() const { return stash_reclaimed_.load(std::memory_order_relaxed); }
   // Of those, the queued frees it checked for idle threads.
   int64_t queue_reclaimed() const { return queue_reclaimed_.load(std::memory_order_relaxed); }
-  // `keep_warm`: its empty slabs may stay warm (a thread's exit, not a flush).
+  // Takes the calling thread's heap off the set's list: no look reaches it, its stash or
+  // its thread's free queue through it from then on (abandon's first step; the owner's
+  // last unstash and queue checks then find everything).
+  void unlink_heap(ThreadHeap* heap);
+  // Gives an unlinked heap back (see flush_thread_heap). `keep_warm`: its empty slabs
+  // may stay warm (a thread's exit, not a flush).
   void abandon(ThreadHeap* heap, bool keep_warm);
 
  private:

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "achunk/base/spin_lock.h"
 #include "alloc/object/malloc_allocator.h"
 #include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
@@ -288,6 +289,51 @@ TEST_F(FreeQueueTest, AnExitingThreadChecksItsQueue) {
     if (p != nullptr) ObjectSet::free(p);
   }
   set.reclaim_idle_spares();
+  set.settle_ready();
+  set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A thread exiting while a look has its queue closed, the look then backing off (it sees
+// a queue call under way): the exit waits the look out, so every queued free is still
+// checked and done. Before, the exit's check found the queue closed and the frees went
+// with the thread's state.
+TEST_F(FreeQueueTest, AThreadExitingWhileALookHasItsQueueClosedStillChecksIt) {
+  ObjectSet set(source_);
+  std::vector<void*> objs;
+  std::atomic<FreeQueue*> queue{nullptr};
+  std::atomic<bool> exit_now{false};
+  std::thread owner([&] {
+    objs = fill(set);
+    for (int i = 0; i < LEN / 2; ++i) ASSERT_TRUE(ObjectSet::try_free_fast(objs[i]));
+    queue = &thread_state().free_queue;
+    while (!exit_now.load()) std::this_thread::yield();
+  });
+  while (queue.load() == nullptr) std::this_thread::yield();
+  set.reclaim_idle_spares();  // notes the heap's calls: the next look finds it idle
+  bool looked = false;
+  os_.set_barrier_hook([&] {
+    // The queue is closed: the thread exits, and waits for the set's heap list, which
+    // the look holds (now), or after its check met the closed queue (before).
+    looked = true;
+    const int64_t sleeps = SpinLock::sleeps();
+    exit_now = true;
+    while (SpinLock::sleeps() == sleeps) std::this_thread::yield();
+    queue.load()->busy.store(true);  // the look backs off
+  });
+  set.reclaim_idle_spares();
+  os_.set_barrier_hook(nullptr);
+  owner.join();
+  EXPECT_TRUE(looked);
+  EXPECT_EQ(set.queue_reclaimed(), 0);
+  for (int i = 0; i < LEN / 2; ++i) {
+    EXPECT_EQ(state_of(objs[i]), ObjectState::FREE);
+    objs[i] = nullptr;
+  }
+  EXPECT_EQ(ErrorRecorder::calls, 0);
+  for (void* p : objs) {
+    if (p != nullptr) ObjectSet::free(p);
+  }
   set.settle_ready();
   set.flush_thread_heap();
   EXPECT_EQ(set.span_used(), 0);

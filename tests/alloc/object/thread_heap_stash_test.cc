@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "achunk/base/spin_lock.h"
 #include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
 #include "alloc/object/thread_heap.h"
@@ -322,6 +323,50 @@ TEST_F(ThreadHeapStashTest, AnExitingThreadGivesItsStashBack) {
   // Its slabs emptied, so they wait warm for the next thread, and nothing else stays.
   const int64_t warm = set.warm_bytes();
   EXPECT_GT(warm, 0);
+  EXPECT_EQ(set.release_warm(), warm);
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A thread exiting while a look has its stash closed, the look then backing off (it sees
+// a stash call under way): the exit waits the look out, so the stash still goes back and
+// nothing of the thread stays. Before, the exit's unstash found the stash closed, gave
+// nothing back, and the objects went with the heap.
+TEST_F(ThreadHeapStashTest, AThreadExitingWhileALookHasItsStashClosedStillGivesItBack) {
+  ObjectSet set(source_);
+  std::atomic<ThreadHeap*> heap{nullptr};
+  std::atomic<bool> exit_now{false};
+  std::thread owner([&] {
+    void* next = nullptr;
+    auto slabs = full_slabs(set, 3, &next);
+    for (auto& slab : slabs) {
+      for (void* p : slab) ObjectSet::free(p);
+    }
+    ObjectSet::free(next);
+    EXPECT_GT(set.heap_for_this_thread()->stash_count(SC), 0);
+    heap = set.heap_for_this_thread();
+    while (!exit_now.load()) std::this_thread::yield();
+  });
+  while (heap.load() == nullptr) std::this_thread::yield();
+  set.reclaim_idle_spares();  // notes the heap's calls: the next look finds it idle
+  bool looked = false;
+  os_.set_barrier_hook([&] {
+    // The stash is closed: the thread exits, and its first call meets the closed stash
+    // (before) or waits for the look's lock (now).
+    looked = true;
+    const int64_t sleeps = SpinLock::sleeps();
+    const uint64_t ops = ThreadHeapTestPeer::stash_ops(heap);
+    exit_now = true;
+    while (ThreadHeapTestPeer::stash_ops(heap) == ops && SpinLock::sleeps() == sleeps) {
+      std::this_thread::yield();
+    }
+    ThreadHeapTestPeer::set_popping(heap, true);  // the look backs off
+  });
+  set.reclaim_idle_spares();
+  os_.set_barrier_hook(nullptr);
+  owner.join();
+  EXPECT_TRUE(looked);
+  EXPECT_EQ(set.stash_reclaimed(), 0);
+  const int64_t warm = set.warm_bytes();
   EXPECT_EQ(set.release_warm(), warm);
   EXPECT_EQ(set.span_used(), 0);
 }
