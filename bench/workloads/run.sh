@@ -9,6 +9,9 @@
 #   EXTRA="name=/path/to/lib.so ..."  more allocators to compare (e.g. another achunk build);
 #   each also gets a table of its time and peak RSS over achunk's, the median of the
 #   ratios within each round
+#   PIN_CPU=1  the patterns that run one thread at a time run on that CPU alone (taskset),
+#   so a VM whose vCPUs run at different speeds does not pick their ratios; the others
+#   keep every CPU
 # Packages: scripts/setup-deps.sh (libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time
 # gnuplot-nox).
 set -euo pipefail
@@ -25,6 +28,14 @@ mkdir -p "$out"
 [[ -x $bin ]] || { echo "run.sh: $bin not built (ninja -C $build achunk_workloads)" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "run.sh: /usr/bin/time missing (scripts/setup-deps.sh)" >&2; exit 1; }
 
+# The patterns whose work runs on one thread (replace1's worker, with main waiting).
+single=" pairs newdel classes replace1 strings usable big huge realloc bigrealloc pktbuf shrink calloc aligned bigalign hugealign "
+pin_cpu=${PIN_CPU:-}
+if [[ -n $pin_cpu ]]; then
+  command -v taskset >/dev/null || { echo "run.sh: PIN_CPU needs taskset (util-linux)" >&2; exit 1; }
+  taskset -c "$pin_cpu" true 2>/dev/null || { echo "run.sh: PIN_CPU=$pin_cpu: no such CPU here" >&2; exit 1; }
+fi
+
 # shellcheck source=allocators.sh
 source "$root/bench/workloads/allocators.sh"
 n=${#names[@]}
@@ -36,8 +47,10 @@ for ((r = 0; r < rounds; r++)); do
     for ((k = 0; k < n; k++)); do
       i=$(((k + r) % n))
       rss_file=$out/.rss
-      line=$(env ${preload[i]:+LD_PRELOAD=${preload[i]}} /usr/bin/time -f "%M" -o "$rss_file" \
-        "$bin" "$pattern" "$scale")
+      pin=()
+      [[ -n $pin_cpu && $single == *" $pattern "* ]] && pin=(taskset -c "$pin_cpu")
+      line=$("${pin[@]}" env ${preload[i]:+LD_PRELOAD=${preload[i]}} /usr/bin/time -f "%M" \
+        -o "$rss_file" "$bin" "$pattern" "$scale")
       ms=$(awk '{ print $2 }' <<<"$line")
       rss=$(tail -n 1 "$rss_file")
       printf '%s\t%s\t%s\t%s\t%s\n' "$pattern" "${names[i]}" "$r" "$ms" "$rss" >>"$raw"
@@ -111,7 +124,7 @@ awk -F'\t' -v order="${names[*]}" -v patterns="$patterns" '
     }
   }' "$raw" >"$table" 2>"$out/report.md"
 cat "$out/report.md"
-echo "rounds=$rounds scale=$scale; raw: $raw; ratios: $table" >&2
+echo "rounds=$rounds scale=$scale${pin_cpu:+ pin_cpu=$pin_cpu}; raw: $raw; ratios: $table" >&2
 
 if command -v gnuplot >/dev/null 2>&1; then
   gnuplot <<EOF
