@@ -148,7 +148,6 @@ class FakeOs final : public Os {
     if (on_resident_) on_resident_();
     std::lock_guard<std::mutex> g(mu_);
     ++resident_calls_;
-    if (resident_unknown_) return -1;
     return resident_per_range_ < 0 || resident_per_range_ > size ? size : resident_per_range_;
   }
   // Every n-th page of the range in RAM (set_resident_every; default: every page).
@@ -173,11 +172,6 @@ class FakeOs final : public Os {
   void set_resize_hook(std::function<void()> hook) { on_resize_ = std::move(hook); }
   // Runs at the start of every release_pages call (set it before other threads run).
   void set_release_hook(std::function<void()> hook) { on_release_ = std::move(hook); }
-  // resident_bytes answers -1, as an OS without mincore would.
-  void set_resident_unknown(bool unknown) {
-    std::lock_guard<std::mutex> g(mu_);
-    resident_unknown_ = unknown;
-  }
   void set_resident_per_range(int64_t bytes) {
     std::lock_guard<std::mutex> g(mu_);
     resident_per_range_ = bytes;
@@ -335,7 +329,6 @@ class FakeOs final : public Os {
   int64_t release_calls_ = 0;
   int64_t released_bytes_ = 0;
   int64_t resident_per_range_ = -1;
-  bool resident_unknown_ = false;
   int64_t resident_calls_ = 0;
   int64_t resident_every_ = 1;
   int64_t page_probes_ = 0;

@@ -62,22 +62,6 @@ AChunk* AChunkList::pop_oldest_if_older(int64_t now_us, int64_t age_us, bool reu
   return unlink_locked(head_);
 }
 
-bool AChunkList::peek_oldest(AChunk** chunk, int64_t* size) const {
-  if (empty()) return false;
-  std::lock_guard<SpinLock> guard(lock_);
-  if (head_ == nullptr) return false;
-  *chunk = head_;
-  *size = head_->aligned();
-  return true;
-}
-
-AChunk* AChunkList::pop_if_oldest(AChunk* chunk) {
-  std::lock_guard<SpinLock> guard(lock_);
-  if (head_ != chunk) return nullptr;
-  add(reuses_, 1);
-  return unlink_locked(chunk);
-}
-
 AChunk* AChunkList::pop_sized(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t now_us,
                               int64_t min_age_us) {
   if (empty()) return nullptr;

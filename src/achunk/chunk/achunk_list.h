@@ -45,11 +45,6 @@ class AChunkList {
   AChunk* pop_placed(int64_t min_bytes, int64_t max_bytes, int64_t place_align, int max_look);
   // The oldest chunk regardless of age, or nullptr.
   AChunk* pop_oldest() { return pop_expired(INT64_MAX, 0); }
-  // The oldest chunk's address and mapped size, copied under the lock so that the caller
-  // can look at its pages (a syscall) without holding it; false when the list is empty.
-  bool peek_oldest(AChunk** chunk, int64_t* size) const;
-  // For reuse: `chunk` if it is still the oldest, else nullptr (another thread took it).
-  AChunk* pop_if_oldest(AChunk* chunk);
   // Detaches every chunk; returns them as a nullptr-terminated chain through next_.
   AChunk* popall();
 

@@ -180,9 +180,7 @@ AChunk* AChunkMgr::pop_nearest_large(int idx, int64_t aligned, int* from) {
     return unasked ? 0 : RESIZE_MIN_IDLE_US;
   };
   auto pop_idle = [&](int i) {
-    const int64_t age = min_age(i);
-    AChunk* chunk = slots_[i].free_list_.pop_idle(now, age);
-    if (chunk == nullptr && age > 0) chunk = pop_resident(i);
+    AChunk* chunk = slots_[i].free_list_.pop_idle(now, min_age(i));
     if (chunk != nullptr) uncache(chunk, i);
     return chunk;
   };
@@ -205,18 +203,6 @@ AChunk* AChunkMgr::pop_nearest_large(int idx, int64_t aligned, int* from) {
     }
   }
   return nullptr;
-}
-
-AChunk* AChunkMgr::pop_resident(int idx) {
-  AChunkList& list = slots_[idx].free_list_;
-  AChunk* oldest = nullptr;
-  int64_t bytes = 0;
-  if (!list.peek_oldest(&oldest, &bytes)) return nullptr;
-  // A sample of its pages, one mincore: unmapped meanwhile (another thread took it), it
-  // reads as -1, and the OS's "cannot tell" keeps the rule as it was.
-  const int64_t look = std::min(bytes, RESIDENT_LOOK_BYTES);
-  if (os_.resident_bytes(oldest, look) * 2 < look) return nullptr;
-  return list.pop_if_oldest(oldest);
 }
 
 AChunk* AChunkMgr::pop_chunk_with_size(int idx) {

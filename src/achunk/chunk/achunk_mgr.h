@@ -51,14 +51,9 @@ class AChunkMgr {
   // large or huge requests nor the last RESIZE_UNASKED_US asked for it (see
   // pop_nearest_large). Requests follow a drifting mix at its own pace; the time keeps a
   // fast loop over many sizes from converting a chunk at every miss.
-  // The one exception: the oldest chunk of an asked size that holds its pages (at least
-  // half of its first RESIDENT_LOOK_BYTES resident) serves at once, since a new mapping
-  // beside it would fault in as many pages and add them to the RSS, while one that holds
-  // few (a loop of calloc'ed buffers touching a page or two) costs nothing cached.
   static constexpr int64_t RESIZE_MIN_IDLE_US = 100'000;
   static constexpr int64_t RESIZE_UNASKED_REQUESTS = 4;
   static constexpr int64_t RESIZE_UNASKED_US = 500;
-  static constexpr int64_t RESIDENT_LOOK_BYTES = ACHUNK_ALIGN;
 
   AChunkMgr(Os& os, const Clock& clock);
   // Unmaps every cached chunk. Chunks still handed out are the caller's leak.
@@ -204,9 +199,6 @@ class AChunkMgr {
   bool drop_lead(AChunk* chunk);
   // From the huge slot, for reuse: a chunk of [min_bytes, max_bytes] (see pop_sized).
   AChunk* pop_huge(int64_t min_bytes, int64_t max_bytes, bool largest, int64_t min_age_us);
-  // The oldest cached chunk of large slot `idx` if it holds its pages (see
-  // RESIDENT_LOOK_BYTES), else nullptr; not yet uncached.
-  AChunk* pop_resident(int idx);
   // Resizes a cached chunk's mapping (Os::resize_aligned) to `aligned`; on failure it is
   // unmapped and nullptr returned.
   AChunk* resize_cached(AChunk* chunk, int from, int64_t aligned);

@@ -51,30 +51,6 @@ TEST(AChunkListTest, PopExpiredTakesOldestOnlyOnceTtlHasPassed) {
   EXPECT_TRUE(list.empty());
 }
 
-TEST(AChunkListTest, PopIfOldestTakesThePeekedChunkOnlyWhileItIsStillTheOldest) {
-  auto chunks = make_chunks(2);
-  chunks[0].mapped_ = 4 * CHUNK;
-  AChunkList list;
-  AChunk* peeked = nullptr;
-  int64_t size = 0;
-  EXPECT_FALSE(list.peek_oldest(&peeked, &size));
-  ASSERT_TRUE(list.push(&chunks[0], 1000));
-  ASSERT_TRUE(list.push(&chunks[1], 2000));
-  ASSERT_TRUE(list.peek_oldest(&peeked, &size));
-  EXPECT_EQ(peeked, &chunks[0]);
-  EXPECT_EQ(size, 4 * CHUNK);
-  EXPECT_EQ(list.count(), 2);  // a peek takes nothing
-  // Another thread's look took it meanwhile: the newer chunk is not taken in its place.
-  EXPECT_EQ(list.pop_oldest(), &chunks[0]);
-  EXPECT_EQ(list.pop_if_oldest(peeked), nullptr);
-  EXPECT_EQ(list.count(), 1);
-  ASSERT_TRUE(list.peek_oldest(&peeked, &size));
-  EXPECT_EQ(list.pop_if_oldest(peeked), &chunks[1]);
-  EXPECT_EQ(list.reuses(), 1);
-  EXPECT_TRUE(list.empty());
-  EXPECT_EQ(list.hold(), 0);
-}
-
 TEST(AChunkListTest, StampsStayOrderedWhenClockReadsRaceTheLock) {
   auto chunks = make_chunks(2);
   AChunkList list;

@@ -188,8 +188,6 @@ TEST_F(AChunkMgrTest, ALargeRequestNoCachedSizeServesResizesAnotherCachedChunk) 
 }
 
 TEST_F(AChunkMgrTest, AChunkOfASizeAskedForAMomentAgoIsNotResizedForAnotherSize) {
-  // Its buffers touch a page or two: cached, a chunk holds little.
-  os_.set_resident_per_range(ACHUNK_PAGE_SIZE);
   // A workload cycling through several sizes keeps one chunk of each cached, rather than
   // converting them back and forth (each conversion faults pages in).
   mgr_.free_chunk(alloc_mb(4));
@@ -207,7 +205,6 @@ TEST_F(AChunkMgrTest, AChunkOfASizeAskedForAMomentAgoIsNotResizedForAnotherSize)
 }
 
 TEST_F(AChunkMgrTest, AChunkOfASizeStillAskedForIsResizedOnlyOnceIdleForLong) {
-  os_.set_resident_per_range(ACHUNK_PAGE_SIZE);  // see the test above
   // Two 4 MiB chunks in a stationary mix: one stays cached while the other is asked for
   // again and again. The cached one keeps its size until it has idled RESIZE_MIN_IDLE_US.
   AChunk* kept = alloc_mb(4);
@@ -235,7 +232,6 @@ TEST_F(AChunkMgrTest, AChunkOfASizeStillAskedForIsResizedOnlyOnceIdleForLong) {
 }
 
 TEST_F(AChunkMgrTest, AChunkOfASizeNobodyAsksForAnyMoreServesAnotherSizeAtOnce) {
-  os_.set_resident_per_range(ACHUNK_PAGE_SIZE);  // a page each: only the rule converts
   // A drifting mix: the last requests asked for 8 MiB, not 4 any more. The 4 MiB chunk,
   // freed just now, is resized for the new size rather than a new mapping faulted in
   // beside it.
@@ -258,7 +254,6 @@ TEST_F(AChunkMgrTest, AChunkOfASizeNobodyAsksForAnyMoreServesAnotherSizeAtOnce) 
 }
 
 TEST_F(AChunkMgrTest, AFastLoopOverManySizesKeepsAChunkOfEach) {
-  os_.set_resident_per_range(ACHUNK_PAGE_SIZE);  // calloc'ed, a page touched each
   // Requests far apart in count but not in time (a loop calloc'ing buffers of many sizes):
   // no size is unasked, so none is converted while the loop runs.
   const int sizes[] = {4, 6, 8, 10, 12, 14};
@@ -283,42 +278,6 @@ TEST_F(AChunkMgrTest, AFastLoopOverManySizesKeepsAChunkOfEach) {
   EXPECT_EQ(mgr_.cached_count(AChunkMgr::NORMAL_ACHUNK_NWAY + 3), 0);
   EXPECT_EQ(mgr_.cached_count(AChunkMgr::NORMAL_ACHUNK_NWAY + 4), 1);
   mgr_.free_chunk(twenty);
-  expect_consistent();
-}
-
-TEST_F(AChunkMgrTest, AChunkOfAnAskedSizeThatHoldsItsPagesServesAnotherSizeAtOnce) {
-  // Buffers of a drifting mix written through: a cached chunk of a size asked a moment
-  // ago keeps its pages resident, so a new mapping beside it would add the new request's
-  // pages to them. The oldest such chunk is resized instead.
-  AChunk* four = alloc_mb(4);
-  AChunk* eight = alloc_mb(8);
-  mgr_.free_chunk(four);
-  mgr_.free_chunk(eight);
-  EXPECT_EQ(os_.map_calls(), 2);
-  const int64_t looks = os_.resident_calls();
-  AChunk* twelve = alloc_mb(12);
-  EXPECT_EQ(os_.map_calls(), 2);
-  EXPECT_EQ(os_.resize_calls(), 1);
-  EXPECT_EQ(twelve->aligned(), 12 * MB);
-  // One look, at the biggest smaller size first: 8 MiB, the 4 MiB chunk left as it is.
-  EXPECT_EQ(os_.resident_calls(), looks + 1);
-  EXPECT_EQ(mgr_.cached_count(AChunkMgr::slot_index(8 * MB, 0)), 0);
-  EXPECT_EQ(mgr_.cached_count(AChunkMgr::slot_index(4 * MB, 0)), 1);
-  mgr_.free_chunk(twelve);
-  // Holding under half of what the look samples, an asked size keeps its chunk.
-  os_.set_resident_per_range(AChunkMgr::RESIDENT_LOOK_BYTES / 2 - ACHUNK_PAGE_SIZE);
-  AChunk* six = alloc_mb(6);
-  EXPECT_EQ(os_.map_calls(), 3);
-  EXPECT_EQ(os_.resize_calls(), 1);
-  EXPECT_EQ(mgr_.cached_count(AChunkMgr::slot_index(4 * MB, 0)), 1);
-  mgr_.free_chunk(six);
-  // And so it does when the OS cannot tell.
-  os_.set_resident_per_range(-1);
-  os_.set_resident_unknown(true);
-  AChunk* sixteen = alloc_mb(16);
-  EXPECT_EQ(os_.map_calls(), 4);
-  EXPECT_EQ(os_.resize_calls(), 1);
-  mgr_.free_chunk(sixteen);
   expect_consistent();
 }
 
