@@ -205,7 +205,7 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
   return moved;
 }
 
-void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size) {
+void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size, bool only_units_past) {
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::BIG || new_size <= 0 || new_size > OBJECT_MAX_SIZE) {
     return nullptr;
@@ -216,6 +216,13 @@ void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size) {
   // Held across the syscall, as a dedicated chunk's map is: a usage scan walks the set's
   // chunk list, which the chunk leaves while it may move.
   std::lock_guard<SpinLock> guard(shard.lock_);
+  // The mapped size is read under the lock: the washer's trim_chunk shrinks the mapping
+  // of an idle tail meanwhile (BlockSet::trim_idle_slack).
+  if (only_units_past &&
+      chunk_aligned_size(big_span_bytes(slab_of(block)->big_offset_, new_size)) >=
+          AChunk::ptr2chunk(block)->aligned()) {
+    return ptr;
+  }
   ABlock* head = shard.block_set_.resize_dedicated(block, big_span_bytes(BIG_OFFSET, new_size));
   if (head == nullptr) return nullptr;
   void* moved = slot_start_user(head);
@@ -234,8 +241,7 @@ void* ObjectSet::trim_big(void* ptr) {
   if (block->dedicated()) {
     // Only whole 2 MiB units: the pages of the last one stay charged until the free. The
     // mapping keeps its tail until the block layer finds it idle (trim_idle_slack).
-    if (chunk_aligned_size(bytes) >= AChunk::ptr2chunk(block)->aligned()) return ptr;
-    void* moved = resize_dedicated(ptr, object_size(ptr, h));
+    void* moved = resize_dedicated(ptr, object_size(ptr, h), true);
     return moved != nullptr ? moved : ptr;
   }
   SubObjectMgr& shard = ObjectMgr::shard_of(block);

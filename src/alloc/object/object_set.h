@@ -138,7 +138,9 @@ class ObjectSet {
   // Resizes a big object in a dedicated chunk to `new_size` by resizing the chunk's
   // mapping (BlockSet::resize_dedicated: mremap, no copy). Returns the user pointer,
   // maybe moved, or nullptr with the object unchanged (not such an object, a limit).
-  static void* resize_dedicated(void* ptr, int64_t new_size);
+  // With `only_units_past`, `ptr` back untouched unless the mapping holds whole 2 MiB
+  // units past the new size (a shrink that keeps them until idle, see trim_big).
+  static void* resize_dedicated(void* ptr, int64_t new_size, bool only_units_past = false);
   // Gives what a big object no longer needs after its end back: the blocks past it to the
   // set (BlockSet::shrink_block), or a dedicated chunk's whole 2 MiB units past it to the
   // OS (resize_dedicated). Returns the object's pointer, which only the latter may move;

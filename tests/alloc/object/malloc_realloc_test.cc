@@ -260,6 +260,37 @@ TEST_F(ObMallocTest, ReallocResizesADedicatedChunkWithoutACopy) {
   EXPECT_EQ(ta().hold(), hold - chunk_hold_size(size + BIG_OBJECT_OFFSET + AOBJECT_TAIL_SIZE));
 }
 
+// The washer trims a shrunk chunk's idle tail (trim_chunk, under the shard's lock) while
+// its owner shrinks and grows it again: the owner reads the mapped size under that lock
+// too. Under TSan this reports the race trim_big had, a read of it outside the lock.
+TEST_F(ObMallocTest, AShrinkRacingTheWasherReadsTheMappedSizeUnderTheLock) {
+  const ObMemAttr attr(TENANT, "t_realloc_trim_race");
+  char* p = static_cast<char*>(alloc_->alloc(20 * MB, attr));
+  ASSERT_NE(p, nullptr);
+  p[0] = 7;
+  std::atomic<bool> done{false};
+  std::thread washer([&] {
+    while (!done.load(std::memory_order_relaxed)) alloc_->wash_stale_spans(0);
+  });
+  bool ok = true;
+  // Until the washer has trimmed tails in between too, however the threads are scheduled.
+  const auto trims = [&] { return mgr_.get_stats(false).slack_trims; };
+  for (int round = 0; ok && (round < 300 || trims() < 20) && round < 1000000; ++round) {
+    char* q = static_cast<char*>(alloc_->realloc(p, 12 * MB, attr));  // keeps its units
+    if (q != nullptr) q = static_cast<char*>(alloc_->realloc(q, 5 * MB, attr));
+    if (q != nullptr) q = static_cast<char*>(alloc_->realloc(q, 20 * MB, attr));
+    ok = q != nullptr && q[0] == 7;
+    if (q != nullptr) p = q;
+  }
+  done.store(true, std::memory_order_relaxed);
+  washer.join();
+  EXPECT_TRUE(ok);
+  EXPECT_GE(trims(), 20);
+  EXPECT_EQ(ObMallocAllocator::get_size(p), 20 * MB);
+  ObMallocAllocator::free(p);
+  EXPECT_EQ(ta().object_set().slack_chunks(), 0);
+}
+
 // A usage scan runs under the shard locks while another thread grows objects down: the
 // object is valid at its new start before the lock goes, so a scan between the move and
 // the end of the realloc counts it (under its label and a size it had), not the stale
