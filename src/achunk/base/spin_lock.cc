@@ -14,7 +14,7 @@ namespace achunk {
 namespace spin_lock_detail {
 
 std::atomic<const void*> fork_owner{nullptr};
-constinit std::atomic<int64_t> alive[2] = {};
+constinit std::atomic<int64_t> alive_held{0};
 constinit std::atomic<int64_t> sleeps{0};
 
 namespace {

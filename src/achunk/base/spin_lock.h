@@ -7,8 +7,9 @@
 // can also be held for fork(): then the forking thread enters it freely (see fork_lock()),
 // so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
 // Every lock says at construction whether fork() holds it (ForkRole), and the process
-// tallies live locks per role, so a test can prove the fork-lock registry (fork_locks.h)
-// complete; the tally costs nothing on lock() and unlock(). Depends on nothing inside achunk.
+// tallies the live locks fork() holds, so a test can prove the fork-lock registry
+// (fork_locks.h) complete; the tally costs nothing on lock() and unlock(), nor in building
+// a lock fork() does not hold (a temporary context builds three). Depends on nothing inside achunk.
 #pragma once
 
 #include <atomic>
@@ -29,9 +30,9 @@ inline void cpu_relax() {
 enum class ForkRole : uint8_t { HELD, NOT_HELD };
 
 namespace spin_lock_detail {
-// Live locks built at run time, by ForkRole (namespace-scope locks are listed instead,
-// see ACHUNK_STATIC_SPIN_LOCK).
-extern std::atomic<int64_t> alive[2];
+// Live locks built at run time with ForkRole::HELD (namespace-scope locks are listed
+// instead, see ACHUNK_STATIC_SPIN_LOCK).
+extern std::atomic<int64_t> alive_held;
 // The thread running fork()'s handlers while it holds the fork locks, else nullptr.
 extern std::atomic<const void*> fork_owner;
 // Waits that slept on the futex, all locks together (contention seen from outside).
@@ -51,22 +52,23 @@ class SpinLock {
 
   SpinLock() : SpinLock(ForkRole::HELD) {}
   explicit SpinLock(ForkRole role) : role_(role) {
-    spin_lock_detail::alive[static_cast<int>(role)].fetch_add(1, std::memory_order_relaxed);
+    if (role == ForkRole::HELD)
+      spin_lock_detail::alive_held.fetch_add(1, std::memory_order_relaxed);
   }
   // Only through ACHUNK_STATIC_SPIN_LOCK: constant-initialised, so malloc may take it
   // before any constructor ran, and listed in a section instead of tallied.
   consteval SpinLock(StaticTag, ForkRole role) : role_(role), static_(true) {}
   ~SpinLock() {
-    if (!static_) {
-      spin_lock_detail::alive[static_cast<int>(role_)].fetch_sub(1, std::memory_order_relaxed);
+    if (!static_ && role_ == ForkRole::HELD) {
+      spin_lock_detail::alive_held.fetch_sub(1, std::memory_order_relaxed);
     }
   }
   SpinLock(const SpinLock&) = delete;
   SpinLock& operator=(const SpinLock&) = delete;
 
-  // Run-time locks alive now with this role (for the registry test).
-  static int64_t alive(ForkRole role) {
-    return spin_lock_detail::alive[static_cast<int>(role)].load(std::memory_order_relaxed);
+  // Run-time locks alive now that fork() holds (for the registry test).
+  static int64_t alive_held() {
+    return spin_lock_detail::alive_held.load(std::memory_order_relaxed);
   }
   // Futex naps of waiters, all locks together; each ends at an unlock's wake or after 1 ms.
   static int64_t sleeps() { return spin_lock_detail::sleeps.load(std::memory_order_relaxed); }

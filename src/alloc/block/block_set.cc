@@ -93,17 +93,17 @@ void BlockSet::put_back_span(ABlock* block, bool washed) {
     release_chunk(chunk);
     return;
   }
-  insert_merged(block, FreeSpan{washed ? 0 : source_.now_us(), washed});
+  insert_merged(block, washed ? 0 : source_.now_us(), washed);
 }
 
-void BlockSet::insert_merged(ABlock* block, FreeSpan state) {
+void BlockSet::insert_merged(ABlock* block, int64_t freed_us, bool washed) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   const int idx = block_index(block);
   const int next_idx = idx + block->nblocks_;
   if (next_idx < MAX_SPAN && !chunk_block(chunk, next_idx)->in_use()) {
     ABlock* next = chunk_block(chunk, next_idx);
-    state = merged(state, *free_span(next));
+    merge_state(&freed_us, &washed, *free_span(next));
     remove_free(next);
     block->nblocks_ += next->nblocks_;
     next->magic_ = 0;
@@ -113,7 +113,7 @@ void BlockSet::insert_merged(ABlock* block, FreeSpan state) {
   if (idx > 0) {
     ABlock* prev = chunk_block(chunk, highest_at_or_below(meta->span_bits_, idx - 1));
     if (!prev->in_use()) {
-      state = merged(state, *free_span(prev));
+      merge_state(&freed_us, &washed, *free_span(prev));
       remove_free(prev);
       prev->nblocks_ += block->nblocks_;
       block->magic_ = 0;
@@ -121,7 +121,9 @@ void BlockSet::insert_merged(ABlock* block, FreeSpan state) {
       block = prev;
     }
   }
-  *free_span(block) = state;
+  FreeSpan* state = free_span(block);
+  state->freed_us = freed_us;
+  state->washed = washed;
   insert_free(block);
 }
 
@@ -313,8 +315,7 @@ ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew
   ABlock* block = take_free(n + static_cast<int>(align / ABLOCK_SIZE) - 1);
   if (block == nullptr) return nullptr;
   const int k = block->nblocks_;
-  const FreeSpan state = *free_span(block);
-  if (zeroed != nullptr) *zeroed = state.washed;
+  if (zeroed != nullptr) *zeroed = free_span(block)->washed;
   const uintptr_t at = reinterpret_cast<uintptr_t>(block_data(block)) + skew;
   const auto mask = static_cast<uintptr_t>(align) - 1;
   const int lead = static_cast<int>((((at + mask) & ~mask) - at) / ABLOCK_SIZE);
@@ -324,9 +325,8 @@ ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew
     AChunk* chunk = AChunk::ptr2chunk(block);
     ABlock* head = start_span(chunk, block_index(block) + lead, k - lead);
     block->nblocks_ = lead;
-    *free_span(block) = state;
+    copy_state(head, block);
     insert_free(block);
-    *free_span(head) = state;
     block = head;
   }
   return use_span(block, n);
@@ -346,9 +346,8 @@ ABlock* BlockSet::use_span(ABlock* block, int n) {
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (k > n) {
     // Split: the tail becomes a free span of its own.
-    const FreeSpan state = *free_span(block);  // the tail's pages are as clean as they were
     ABlock* rest = start_span(chunk, block_index(block) + n, k - n);
-    *free_span(rest) = state;
+    copy_state(rest, block);  // the tail's pages are as clean as they were
     insert_free(rest);
   }
   block->nblocks_ = n;
@@ -382,7 +381,7 @@ void BlockSet::free_block(ABlock* block) {
   const int64_t now = source_.now_us();
   wash_stale_spans_if_due(now);
   // Some of its pages are dirty now: the whole span waits a full idle time again.
-  insert_merged(block, FreeSpan{now, false});
+  insert_merged(block, now, false);
 }
 
 }  // namespace achunk

@@ -214,14 +214,28 @@ class BlockSet {
   void unlink_slack(AChunk* chunk);
   void link_dirty(ABlock* block);
   void unlink_dirty(ABlock* block);
-  // The state of two adjacent free spans joined: clean only if both are.
-  static FreeSpan merged(FreeSpan a, FreeSpan b) {
-    if (a.washed != b.washed) return a.washed ? b : a;
-    return FreeSpan{a.freed_us > b.freed_us ? a.freed_us : b.freed_us, a.washed};
+  // A split-off span's time and cleanliness, field by field (see merge_state); the dirty
+  // links are insert_free's.
+  static void copy_state(ABlock* to, ABlock* from) {
+    free_span(to)->freed_us = free_span(from)->freed_us;
+    free_span(to)->washed = free_span(from)->washed;
   }
-  // A span no longer in use joins its free neighbours and the free lists with `state`
-  // combined with theirs (merged).
-  void insert_merged(ABlock* block, FreeSpan state);
+  // Joins a free neighbour's state into (*freed_us, *washed): clean only if both are, and
+  // a dirty span keeps the time it became dirty. Scalars, not a FreeSpan by value: a copy
+  // of the padded struct stalls on store forwarding in every span free.
+  static void merge_state(int64_t* freed_us, bool* washed, const FreeSpan& other) {
+    if (*washed != other.washed) {
+      if (*washed) {
+        *freed_us = other.freed_us;
+        *washed = false;
+      }
+      return;
+    }
+    if (other.freed_us > *freed_us) *freed_us = other.freed_us;
+  }
+  // A span no longer in use joins its free neighbours and the free lists, its state
+  // (freed at `freed_us`, `washed` or not) merged with theirs (merge_state).
+  void insert_merged(ABlock* block, int64_t freed_us, bool washed);
 
   ChunkSource& source_;
   void* context_;

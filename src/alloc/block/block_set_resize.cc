@@ -93,7 +93,7 @@ void BlockSet::shrink_block(ABlock* block, int64_t bytes) {
   // As free_block: the look first, then the tail waits a whole idle time (it was in use).
   const int64_t now = source_.now_us();
   wash_stale_spans_if_due(now);
-  insert_merged(tail, FreeSpan{now, false});
+  insert_merged(tail, now, false);
 }
 
 ABlock* BlockSet::resize_dedicated(ABlock* block, int64_t bytes) {

@@ -324,6 +324,34 @@ TEST_F(BlockSetTest, AFreeWashesOneStaleSpanAndTheNextFreesTakeTheRest) {
 namespace achunk::testing {
 namespace {
 
+TEST_F(BlockSetTest, AMergedSpanIsCleanOnlyIfBothWereAndDirtySinceTheLaterFree) {
+  source_.set_span_idle_ms(-1);  // only the calls below wash
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  ABlock* keep = set.alloc_block(ABLOCK_SIZE);
+  set.free_block(a);
+  EXPECT_EQ(set.wash_free_spans(), ABLOCK_SIZE);  // a washed
+  clock_.advance_us(10'000'000);
+  set.free_block(c);  // dirty since t=10 s
+  clock_.advance_us(10'000'000);
+  set.free_block(b);  // dirty since t=20 s: a, b and c are one span now
+  EXPECT_TRUE(set.dirty_list_consistent());
+  // Dirty (a's cleanliness is lost) since the later of the dirty frees: not stale after 15 s.
+  clock_.advance_us(5'000'000);
+  EXPECT_EQ(set.wash_stale_spans(15'000'000), 0);
+  clock_.advance_us(10'000'000);
+  EXPECT_EQ(set.wash_stale_spans(15'000'000), 3 * ABLOCK_SIZE);
+  bool zeroed = false;
+  ABlock* again = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);
+  EXPECT_EQ(again, a);
+  EXPECT_TRUE(zeroed);
+  set.free_block(again);
+  set.free_block(keep);
+  EXPECT_EQ(set.hold(), 0);
+}
+
 TEST_F(BlockSetTest, WashReleasesFreeSpansAndKeepsThemUsable) {
   BlockSet set(source_);
   ABlock* a = set.alloc_block(ABLOCK_SIZE);
