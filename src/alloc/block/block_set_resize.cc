@@ -35,14 +35,13 @@ bool BlockSet::grow_block(ABlock* block, int64_t bytes) {
   if (next->in_use() || next->nblocks_ < extra) return false;
   BlockChunkMeta* meta = chunk_meta(chunk);
   remove_free(next);
-  const FreeSpan state = *free_span(next);
   const int rest = next->nblocks_ - extra;
   next->magic_ = 0;
   clear_bit(meta->span_bits_, next_idx);
   if (rest > 0) {
     // The free span's tail stays free, as clean as it was.
     ABlock* tail = start_span(chunk, next_idx + extra, rest);
-    *free_span(tail) = state;
+    copy_state(tail, next);
     insert_free(tail);
   }
   for (int i = n; i < want; ++i) block[i].nblocks_ = -i;  // see ptr2block

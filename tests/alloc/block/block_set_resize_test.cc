@@ -61,6 +61,33 @@ TEST_F(BlockSetResizeTest, ASpanGrowsInPlaceIntoTheFreeSpanAfterIt) {
   free_all(set, {a, d, c});                     // the grown span coalesces as a whole
 }
 
+TEST_F(BlockSetResizeTest, TheFreeTailAGrowLeavesKeepsTheFreeSpansState) {
+  source_.set_span_idle_ms(-1);  // only the calls below wash
+  BlockSet set(source_);
+  ABlock* a = set.alloc_block(ABLOCK_SIZE);
+  ABlock* b = set.alloc_block(4 * ABLOCK_SIZE);
+  ABlock* c = set.alloc_block(ABLOCK_SIZE);
+  std::memset(block_data(b), 1, 4 * ABLOCK_SIZE);
+  set.free_block(b);
+  EXPECT_EQ(set.wash_free_spans(), 4 * ABLOCK_SIZE);
+  ASSERT_TRUE(set.grow_block(a, 2 * ABLOCK_SIZE));  // the washed tail: 3 blocks
+  EXPECT_TRUE(set.dirty_list_consistent());
+  EXPECT_EQ(set.wash_free_spans(), 0);  // still washed
+  bool zeroed = false;
+  ABlock* tail = set.alloc_block(3 * ABLOCK_SIZE, &zeroed);
+  EXPECT_EQ(tail, a + 2);
+  EXPECT_TRUE(zeroed);
+  std::memset(block_data(tail), 1, 3 * ABLOCK_SIZE);
+  set.free_block(tail);  // dirty since now
+  clock_.advance_us(10'000'000);
+  ASSERT_TRUE(set.grow_block(a, 3 * ABLOCK_SIZE));  // a dirty tail of 2, freed 10 s ago
+  EXPECT_TRUE(set.dirty_list_consistent());
+  EXPECT_EQ(set.wash_stale_spans(15'000'000), 0);
+  clock_.advance_us(5'000'000);
+  EXPECT_EQ(set.wash_stale_spans(15'000'000), 2 * ABLOCK_SIZE);
+  free_all(set, {a, c});
+}
+
 TEST_F(BlockSetResizeTest, ASpanGrowsBackIntoTheWholeFreeSpanBeforeIt) {
   BlockSet set(source_);
   ABlock* before = set.alloc_block(3 * ABLOCK_SIZE);
