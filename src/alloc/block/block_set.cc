@@ -287,7 +287,9 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_alig
   return block;
 }
 
-ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
+// flatten: the list and split helpers inline into the two calls every context page
+// and big object takes (the helpers stay out of line for the resize paths).
+__attribute__((flatten)) ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
   if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed, 0);
@@ -358,7 +360,7 @@ ABlock* BlockSet::use_span(ABlock* block, int n) {
   return block;
 }
 
-void BlockSet::free_block(ABlock* block) {
+__attribute__((flatten)) void BlockSet::free_block(ABlock* block) {
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
   if (block->dedicated()) {
