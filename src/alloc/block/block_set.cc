@@ -256,6 +256,24 @@ ABlock* BlockSet::take_chunk(AChunk* chunk) {
   return new (chunk_block(chunk, 0)) ABlock();
 }
 
+ABlock* BlockSet::span_by_bits(AChunk* chunk, int at) {
+  const int last = at < BLOCKS_PER_CHUNK ? at : BLOCKS_PER_CHUNK - 1;
+  const int head = highest_at_or_below(chunk_meta(chunk)->span_bits_, last);
+  if (head < 0) return nullptr;
+  ABlock* block = chunk_block(chunk, head);
+  if (!block->is_valid() || (!block->dedicated() && head + block->nblocks_ <= at)) return nullptr;
+  return block;
+}
+
+void BlockSet::mark_inner(ABlock* head, const void* ptr) {
+  AChunk* chunk = AChunk::ptr2chunk(head);
+  const int64_t at =
+      (static_cast<const char*>(ptr) - static_cast<char*>(chunk->data())) / ABLOCK_SIZE;
+  const int idx = block_index(head);
+  const int last = at < BLOCKS_PER_CHUNK ? static_cast<int>(at) : BLOCKS_PER_CHUNK - 1;
+  if (last > idx) chunk_block(chunk, last)->nblocks_ = idx - last;
+}
+
 ABlock* BlockSet::start_span(AChunk* chunk, int idx, int nblocks) {
   ABlock* block = new (chunk_block(chunk, idx)) ABlock();
   block->nblocks_ = nblocks;
@@ -274,7 +292,7 @@ bool BlockSet::add_chunk() {
   return true;
 }
 
-ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align) {
+ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align, Lookup lookup) {
   AChunk* chunk = source_.alloc_chunk(bytes, head_align);
   if (chunk == nullptr) return nullptr;
   if (zeroed != nullptr) *zeroed = chunk->fresh_;
@@ -282,22 +300,24 @@ ABlock* BlockSet::alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_alig
   chunk_meta(chunk)->using_cnt_ = 1;
   *slack_of(chunk) = Slack{nullptr, nullptr, 0, false};
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE | ABlock::FLAG_DEDICATED;
-  for (int i = 1; i < MAX_SPAN; ++i) chunk_block(chunk, i)->nblocks_ = -i;
+  if (lookup == Lookup::EVERY_BLOCK) {
+    for (int i = 1; i < MAX_SPAN; ++i) chunk_block(chunk, i)->nblocks_ = -i;
+  }
   used_ += chunk->hold();
   return block;
 }
 
 // flatten: the list and split helpers inline into the two calls every context page
 // and big object takes (the helpers stay out of line for the resize paths).
-__attribute__((flatten)) ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed) {
+__attribute__((flatten)) ABlock* BlockSet::alloc_block(int64_t bytes, bool* zeroed, Lookup lookup) {
   if (bytes <= 0 || bytes > ACHUNK_MAX_ALLOC_SIZE) return nullptr;
   const int64_t n64 = (bytes + ABLOCK_SIZE - 1) / ABLOCK_SIZE;
-  if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed, 0);
+  if (n64 > MAX_SPAN) return alloc_dedicated(bytes, zeroed, 0, lookup);
   const int n = static_cast<int>(n64);
   ABlock* block = take_free(n);
   if (block == nullptr) return nullptr;
   if (zeroed != nullptr) *zeroed = free_span(block)->washed;
-  return use_span(block, n);
+  return use_span(block, n, lookup);
 }
 
 ABlock* BlockSet::take_free(int nblocks) {
@@ -311,7 +331,8 @@ ABlock* BlockSet::take_free(int nblocks) {
   return block;
 }
 
-ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed) {
+ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed,
+                                      Lookup lookup) {
   const int n = blocks_for_aligned(bytes, align);
   if (n <= 0) return nullptr;
   ABlock* block = take_free(n + static_cast<int>(align / ABLOCK_SIZE) - 1);
@@ -331,7 +352,7 @@ ABlock* BlockSet::alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew
     insert_free(block);
     block = head;
   }
-  return use_span(block, n);
+  return use_span(block, n, lookup);
 }
 
 int BlockSet::blocks_for_aligned(int64_t bytes, int64_t align) {
@@ -342,7 +363,7 @@ int BlockSet::blocks_for_aligned(int64_t bytes, int64_t align) {
   return n + align / ABLOCK_SIZE - 1 <= MAX_SPAN ? static_cast<int>(n) : 0;
 }
 
-ABlock* BlockSet::use_span(ABlock* block, int n) {
+ABlock* BlockSet::use_span(ABlock* block, int n, Lookup lookup) {
   const int k = block->nblocks_;
   AChunk* chunk = AChunk::ptr2chunk(block);
   BlockChunkMeta* meta = chunk_meta(chunk);
@@ -354,7 +375,9 @@ ABlock* BlockSet::use_span(ABlock* block, int n) {
   }
   block->nblocks_ = n;
   block->magic_ = ABlock::MAGIC_CODE | ABlock::FLAG_IN_USE;
-  for (int i = 1; i < n; ++i) block[i].nblocks_ = -i;  // see ptr2block
+  if (lookup == Lookup::EVERY_BLOCK) {
+    for (int i = 1; i < n; ++i) block[i].nblocks_ = -i;  // see ptr2block
+  }
   ++meta->using_cnt_;
   used_ += n * ABLOCK_SIZE;
   return block;

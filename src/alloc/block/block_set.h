@@ -20,6 +20,13 @@ class BlockSet {
   // leads back to the owner without a lookup and frees can tell whose chunk it is.
   enum OwnerKind : int { OWNER_NONE = 0, OWNER_OBJECT_SET = 1, OWNER_PAGE_MANAGER = 2 };
 
+  // What a span's non-head blocks hold. EVERY_BLOCK: minus their distance to the head,
+  // so a pointer into any block finds its span in one load. HEAD_BLOCK: nothing written,
+  // for owners that look up only pointers into the first block (a big object's header);
+  // a pointer further in is found through the chunk's span bits (ptr2block). Taking a
+  // span then costs O(1), not a store to one line per block.
+  enum class Lookup : bool { HEAD_BLOCK = false, EVERY_BLOCK = true };
+
   explicit BlockSet(ChunkSource& source, void* context = nullptr, int kind = OWNER_NONE)
       : source_(source), context_(context), kind_(kind) {}
   // Returns every chunk still held to the source (spans still in use are the caller's leak).
@@ -30,18 +37,20 @@ class BlockSet {
   // A span with at least `bytes` bytes at block_data(), or nullptr (the source's reason is
   // in last_alloc_failure()). *zeroed (when given) tells whether the span's pages are
   // untouched since mapped or washed, so its bytes read as zero without a memset.
-  ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr);
+  ABlock* alloc_block(int64_t bytes, bool* zeroed = nullptr, Lookup lookup = Lookup::EVERY_BLOCK);
   // A span with at least `bytes` bytes at block_data() whose block_data() + `skew` (a
   // multiple of ABLOCK_SIZE) is a multiple of `align` (a power of two, ABLOCK_SIZE up to
   // half a chunk), or nullptr. It takes a free span with room to slide and gives the
   // blocks before and after back free, so an aligned request costs its own blocks only.
   // nullptr too when the request cannot fit a chunk with its slide (blocks_for_aligned).
-  ABlock* alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed = nullptr);
+  ABlock* alloc_block_aligned(int64_t bytes, int64_t align, int64_t skew, bool* zeroed = nullptr,
+                              Lookup lookup = Lookup::EVERY_BLOCK);
   // The blocks alloc_block_aligned would take for the request, or 0 when it cannot place
   // it (a bad alignment, or the span and its slide larger than a chunk).
   static int blocks_for_aligned(int64_t bytes, int64_t align);
   // A span that is a chunk of its own, placed per `head_align` (AChunkMgr::alloc_chunk).
-  ABlock* alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align);
+  ABlock* alloc_dedicated(int64_t bytes, bool* zeroed, int64_t head_align,
+                          Lookup lookup = Lookup::EVERY_BLOCK);
   // The span joins its free neighbours and keeps its pages: spans go back to the OS by
   // idle time only (wash_stale_spans), so a loop that frees and takes the same memory
   // never pays a madvise and the faults after it.
@@ -108,8 +117,14 @@ class BlockSet {
   static constexpr int64_t WASH_PER_FREE = 1;
 
   // The span head holding `ptr` (any pointer into a chunk's first 2 MiB), or nullptr when
-  // no valid span header covers it.
+  // no valid span header covers it. Exact for spans of either Lookup: a distance names
+  // either the right head or none (a block that stops being a head loses its magic), and
+  // when it names none the span bits are asked.
   static ABlock* ptr2block(const void* ptr);
+  // Writes the distance to `head` (a span in use) into the block of `ptr` inside it, so
+  // that ptr2block finds the span in one load: for a HEAD_BLOCK span that hands out a
+  // pointer further in. Needs no lock: only the span's user writes its inner blocks.
+  static void mark_inner(ABlock* head, const void* ptr);
   // The index of the span head for block `at` of a chunk, from the distance every
   // non-head block of an in-use span holds (branch-free); -1 if a stale distance points
   // before the chunk. The caller still checks that the head is in use and reaches `at`.
@@ -174,7 +189,10 @@ class BlockSet {
   ABlock* take_free(int nblocks);
   // Marks the first n blocks of `block`, a free span just taken off the lists, in use;
   // the rest stays free, as clean as it was.
-  ABlock* use_span(ABlock* block, int n);
+  ABlock* use_span(ABlock* block, int n, Lookup lookup);
+  // ptr2block's second look, for a block whose distance names no head: the span that
+  // starts at the highest span bit at or below block `at`, if valid and reaching it.
+  static ABlock* span_by_bits(AChunk* chunk, int at);
   void insert_free(ABlock* block);
   void remove_free(ABlock* block);
   int find_free(int nblocks) const;
@@ -288,11 +306,13 @@ inline ABlock* BlockSet::ptr2block(const void* ptr) {
   if (offset < 0) return nullptr;
   const int at = static_cast<int>(offset / ABLOCK_SIZE);
   // Past the block area only inside a dedicated chunk, whose last header names the head.
-  const int head = span_head(chunk, at < BLOCKS_PER_CHUNK ? at : BLOCKS_PER_CHUNK - 1);
-  if (head < 0) return nullptr;
-  ABlock* block = chunk_block(chunk, head);
-  if (!block->is_valid()) return nullptr;
-  if (!block->dedicated() && head + block->nblocks_ <= at) return nullptr;
+  const int last = at < BLOCKS_PER_CHUNK ? at : BLOCKS_PER_CHUNK - 1;
+  const int head = span_head(chunk, last);
+  ABlock* block = head >= 0 ? chunk_block(chunk, head) : nullptr;
+  if (block == nullptr || !block->is_valid() ||
+      (!block->dedicated() && head + block->nblocks_ <= at)) {
+    return span_by_bits(chunk, at);
+  }
   return block;
 }
 

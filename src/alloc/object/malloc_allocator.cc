@@ -243,11 +243,14 @@ void* ObMallocAllocator::alloc_align_static(int64_t align, int64_t size, const O
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align,
                                     int sc) {
   if (size < 0 || size > OBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
-  // The thread allocates: from here on it caches what it finds. Without a state (within
-  // its shared budget, or after a failed mapping) it looks everything up each time.
-  ThreadState* state = thread_state_owned() || !ObjectSet::within_shared_budget()
-                           ? ObjectSet::own_thread_state()
-                           : nullptr;
+  // The thread allocates: from here on it caches what it finds. Without a state (a small
+  // object within its shared budget, or after a failed mapping) it looks everything up
+  // each time. A big object takes one: the state's pages are small beside it, and a
+  // thread that allocates only big buffers would otherwise intern its label every time.
+  ThreadState* state =
+      thread_state_owned() || size > SMALL_OBJECT_MAX || !ObjectSet::within_shared_budget()
+          ? ObjectSet::own_thread_state()
+          : nullptr;
   // The last (directory, tenant, ctx) this thread allocated from: most threads allocate
   // from one or two, and the directory scan is then skipped.
   ObTenantCtxAllocator* ta = nullptr;
@@ -489,6 +492,7 @@ void* ObMallocAllocator::alloc_align_in(int64_t align, int64_t size, const ObMem
   // ends where the aligned bytes end: one canary catches overruns of either.
   const int64_t offset = aligned - raw;
   ObjectSet::resize_in_place(raw, offset + size);
+  ObjectSet::mark_inner_pointer(raw, aligned);
   store_header(aligned, make_header(ObjectState::ALIGNED, 0, static_cast<uint32_t>(offset)));
   return aligned;
 }

@@ -44,7 +44,9 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
         slab_of(block)->born_zero_ = zeroed;
         slab_of(block)->big_offset_ = static_cast<uint16_t>(offset);
       },
-      &zeroed, head_align);
+      // The header is in the first block; a pad header further in, or a bad pointer,
+      // takes ptr2block's second look.
+      &zeroed, head_align, BlockSet::Lookup::HEAD_BLOCK);
   if (block == nullptr) return nullptr;
   // After the shard lock: the header and canary pages may be fresh, and their faults
   // would hold every thread of the shard. A usage scan meanwhile sees no BIG header and
@@ -56,6 +58,11 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
       .store(make_header(ObjectState::BIG, label, header_size_field(size)),
              std::memory_order_release);
   return p;
+}
+
+void ObjectSet::mark_inner_pointer(void* ptr, void* inner) {
+  ABlock* block = BlockSet::ptr2block(header_of(ptr));
+  if (slab_of(block)->sc_ == Slab::BIG) BlockSet::mark_inner(block, header_of(inner));
 }
 
 int64_t ObjectSet::object_size(void* ptr, uint64_t header) {

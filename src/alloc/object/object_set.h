@@ -129,6 +129,10 @@ class ObjectSet {
   // Changes the requested size of an object in place when its slot or span allows;
   // returns false (object unchanged) otherwise.
   static bool resize_in_place(void* ptr, int64_t new_size);
+  // The object at `ptr` hands out `inner` (an aligned pointer's, whose pad header lies
+  // inside it): a big object's span then records the way to its head there too
+  // (BlockSet::mark_inner), so the free's fast lookup finds it. A slab's need not.
+  static void mark_inner_pointer(void* ptr, void* inner);
   // Grows a big object to `new_size` into the free span just before its span (and the
   // front of the one after, if still short): the object moves down with its bytes, and
   // its span is trimmed to hold at most `keep` (>= new_size) bytes. Returns the new user
@@ -364,9 +368,10 @@ class ObjectSet {
   ABlock* pop_ready(int sc);
   // A span from one of the shards, set up by init(block) under the shard's lock (so a
   // usage scan never sees it half written); nullptr when the shard's BlockSet fails.
-  // *zeroed (when given): see BlockSet::alloc_block.
+  // *zeroed (when given): see BlockSet::alloc_block; `lookup`: see BlockSet::Lookup.
   template <typename Init>
-  ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr, int64_t head_align = 0);
+  ABlock* take_span(int64_t bytes, Init init, bool* zeroed = nullptr, int64_t head_align = 0,
+                    BlockSet::Lookup lookup = BlockSet::Lookup::EVERY_BLOCK);
   // Big objects and frees onto a slab this thread does not own (another thread's, or a
   // disowned one): stashed unless `may_stash` is false, else a remote free.
   static void free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash = true);
@@ -453,16 +458,17 @@ class ObjectSet {
 };
 
 template <typename Init>
-ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t head_align) {
+ABlock* ObjectSet::take_span(int64_t bytes, Init init, bool* zeroed, int64_t head_align,
+                             BlockSet::Lookup lookup) {
   SubObjectMgr& shard = mgr_.lock_any();
   std::lock_guard<SpinLock> guard(shard.lock_, std::adopt_lock);
   ABlock* block = nullptr;
   if (head_align >= ACHUNK_ALIGN) {
-    block = shard.block_set_.alloc_dedicated(bytes, zeroed, head_align);
+    block = shard.block_set_.alloc_dedicated(bytes, zeroed, head_align, lookup);
   } else if (head_align > 0) {
-    block = shard.block_set_.alloc_block_aligned(bytes, head_align, ABLOCK_SIZE, zeroed);
+    block = shard.block_set_.alloc_block_aligned(bytes, head_align, ABLOCK_SIZE, zeroed, lookup);
   } else {
-    block = shard.block_set_.alloc_block(bytes, zeroed);
+    block = shard.block_set_.alloc_block(bytes, zeroed, lookup);
   }
   if (block != nullptr) init(block);
   return block;

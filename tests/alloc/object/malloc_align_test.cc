@@ -187,6 +187,29 @@ TEST_F(ObMallocTest, APlacedAlignedObjectReallocsAndItsBadFreesAreReported) {
   EXPECT_EQ(Captured::reports[1].first, ErrorKind::DOUBLE_FREE);
 }
 
+// An alignment too big for a placed span slides within a dedicated chunk, whose blocks
+// hold no distances (BlockSet::Lookup::HEAD_BLOCK): the pad header's block gets its own,
+// so a lookup of the aligned pointer reads no stale one; realloc, size and free work.
+TEST_F(ObMallocTest, ADeepPadHeadersBlockLeadsToItsSpan) {
+  const ObMemAttr attr(TENANT, "t_align_deep");
+  constexpr int64_t MIB = int64_t{1} << 20;
+  char* p = static_cast<char*>(alloc_->alloc_align(MIB, 3 * MIB / 2, attr));
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % MIB, 0u);
+  AChunk* chunk = AChunk::ptr2chunk(header_of(p));
+  const int at = static_cast<int>(
+      (reinterpret_cast<char*>(header_of(p)) - static_cast<char*>(chunk->data())) / ABLOCK_SIZE);
+  ASSERT_GT(at, 0);
+  ABlock* head = BlockSet::ptr2block(header_of(p));
+  ASSERT_NE(head, nullptr);
+  EXPECT_TRUE(head->dedicated());
+  EXPECT_EQ(BlockSet::span_head(chunk, at), block_index(head));
+  EXPECT_EQ(ObMallocAllocator::get_size(p), 3 * MIB / 2);
+  std::memset(p, 3, 3 * MIB / 2);
+  ObMallocAllocator::free(p);
+  EXPECT_EQ(usage_of("t_align_deep").count, 0);
+}
+
 // Buffers aligned to 4 MiB or more, freed and asked again: the chunk placed for the first
 // is cached where it was placed and serves every later request its place meets, so the
 // loop maps once (each round used to map, fault in and unmap a chunk of its own). A

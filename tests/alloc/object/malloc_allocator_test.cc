@@ -134,6 +134,24 @@ TEST_F(ObMallocTest, BadCtxIdIsAnInvalidArgument) {
   EXPECT_EQ(last_alloc_failure().kind, AllocFailKind::INVALID_SIZE);
 }
 
+// A big object's span holds no distances past its first block (BlockSet::Lookup): a
+// pointer deep inside it still finds the span, and is told apart from an object start.
+TEST_F(ObMallocTest, APointerDeepInsideABigObjectIsNotAnObjectStart) {
+  Captured::reports.clear();
+  ErrorHandler previous = set_error_handler(&Captured::handler);
+  const ObMemAttr attr(TENANT, "t_deepfree");
+  char* big = static_cast<char*>(alloc_->alloc(300 << 10, attr));
+  ASSERT_NE(big, nullptr);
+  ObMallocAllocator::free(big + (200 << 10));
+  set_error_handler(previous);
+  ASSERT_EQ(Captured::reports.size(), 1u);
+  EXPECT_EQ(Captured::reports[0].first, ErrorKind::INVALID_FREE);
+  EXPECT_NE(Captured::reports[0].second.find("not the start of an object"), std::string::npos)
+      << Captured::reports[0].second;
+  EXPECT_EQ(usage_of("t_deepfree").count, 1);
+  ObMallocAllocator::free(big);
+}
+
 TEST_F(ObMallocTest, BadFreesAreReportedAndChangeNothing) {
   Captured::reports.clear();
   ErrorHandler previous = set_error_handler(&Captured::handler);

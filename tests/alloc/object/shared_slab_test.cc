@@ -211,7 +211,8 @@ TEST_F(SharedSlabTest, ThreadsAllocatingAndFreeingEachOthersSharedObjectsRaceSaf
 }
 
 // Through ob_malloc's engine: a thread within its budget takes no ThreadState, so its
-// label and ctx lookups go uncached; its objects are accounted as any others.
+// label and ctx lookups go uncached; its objects are accounted as any others. A big
+// object takes a state (not a heap), so a thread of big buffers caches its lookups.
 TEST_F(SharedSlabTest, ObMallocWithinTheBudgetTakesNoThreadState) {
   const Budget budget(64 << 10);
   auto alloc = std::make_unique<ObMallocAllocator>(mgr_);
@@ -230,9 +231,11 @@ TEST_F(SharedSlabTest, ObMallocWithinTheBudgetTakesNoThreadState) {
     EXPECT_EQ(out[0].count, 100);
     EXPECT_EQ(out[0].used, 100 * 200);
     for (void* p : objs) ObMallocAllocator::free(p);
-    // Big objects need no heap either.
+    ObTenantCtxAllocator* ta = alloc->get_tenant_ctx_allocator(1001, DEFAULT_CTX_ID);
     void* big = alloc->alloc(100 << 10, attr);
-    EXPECT_FALSE(thread_state_owned());
+    EXPECT_TRUE(thread_state_owned());
+    EXPECT_EQ(ta->object_set().existing_heap(), nullptr);
+    EXPECT_EQ(thread_state().ta_cache.ta, ta);
     ObMallocAllocator::free(big);
   }).join();
   ObjectSet& set = alloc->get_tenant_ctx_allocator(1001, DEFAULT_CTX_ID)->object_set();
