@@ -50,6 +50,9 @@ class ObPageManager final : public BlockSource, private ChunkSource {
   }
   int64_t trim_chunk(AChunk* chunk) override { return ta_.trim_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return ta_.release_pages(addr, size); }
+  int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) override {
+    return ta_.resident_pages(addr, size, vec);
+  }
   int64_t now_us() override { return ta_.now_us(); }
   int64_t span_idle_us() override { return ta_.span_idle_us(); }
   bool process_barrier() override { return ta_.process_barrier(); }

@@ -103,7 +103,7 @@ class AChunkMgr {
   // The Os's process barrier, for the object layer's look at idle threads' slabs.
   bool process_barrier() { return os_.process_barrier(); }
   bool process_barrier_available() { return os_.process_barrier_available(); }
-  // Os::resident_pages, for usage scans (a syscall).
+  // Os::resident_pages, for usage scans and calloc's zeroing (a syscall).
   int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) {
     return os_.resident_pages(addr, size, vec);
   }

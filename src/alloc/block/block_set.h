@@ -84,6 +84,11 @@ class BlockSet {
   // Gives the pages of a range inside a span in use back to the OS (it then reads as
   // zero); 0 or errno. Touches no state of the set, so it needs no lock.
   int release_pages(void* addr, int64_t size) { return source_.release_pages(addr, size); }
+  // Which pages of a page-aligned range inside a span are in RAM (Os::resident_pages: the
+  // page size, or -1); a syscall, no lock.
+  int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) {
+    return source_.resident_pages(addr, size, vec);
+  }
 
   // Gives the physical pages of every free span not washed yet back to the OS (madvise); the spans
   // stay free and usable, they fault in again when reused. Unmaps every kept tail

@@ -22,6 +22,8 @@ class ChunkSource {
   virtual int64_t trim_chunk(AChunk* chunk) = 0;
   // Returns the physical pages of a free range inside one of its chunks; 0 or errno.
   virtual int release_pages(void* addr, int64_t size) = 0;
+  // AChunkMgr::resident_pages over a page-aligned range of its chunks (Os::resident_pages).
+  virtual int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) = 0;
   // The chunk layer's clock, and the span idle time (span_idle_ms, the block layer's
   // option; negative: never): a BlockSet gives the pages of spans that stayed free that
   // long back on its own frees, as the chunk layer unmaps chunks that idled in its cache
@@ -55,6 +57,9 @@ class DirectChunkSource final : public ChunkSource {
   }
   int64_t trim_chunk(AChunk* chunk) override { return mgr_.trim_chunk(chunk); }
   int release_pages(void* addr, int64_t size) override { return mgr_.release_pages(addr, size); }
+  int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) override {
+    return mgr_.resident_pages(addr, size, vec);
+  }
   int64_t now_us() override { return mgr_.now_us(); }
   int64_t span_idle_us() override { return span_idle_us_; }
   bool process_barrier() override { return mgr_.process_barrier(); }

@@ -84,16 +84,38 @@ bool ObjectSet::born_zero(void* ptr) {
   return slab->sc_ == Slab::BIG && slab->born_zero_;
 }
 
+namespace {
+
+constexpr int64_t PAGE = 4096;
+
+// zero_big's whole pages, piece by piece; false when the OS cannot tell which are in RAM
+// (the caller writes them all).
+bool zero_by_residency(BlockSet& set, char* first, char* last) {
+  constexpr int64_t PIECE_PAGES = ObjectSet::ZERO_PIECE / PAGE;
+  unsigned char vec[PIECE_PAGES];
+  for (char* piece = first; piece < last; piece += PIECE_PAGES * PAGE) {
+    const int64_t pages = std::min<int64_t>((last - piece) / PAGE, PIECE_PAGES);
+    if (set.resident_pages(piece, pages * PAGE, vec) != PAGE) return false;
+    int64_t in_ram = 0;
+    for (int64_t i = 0; i < pages; ++i) in_ram += vec[i] & 1;
+    if (in_ram * 2 < pages && set.release_pages(piece, pages * PAGE) == 0) continue;
+    std::memset(piece, 0, static_cast<size_t>(pages * PAGE));
+  }
+  return true;
+}
+
+}  // namespace
+
 void ObjectSet::zero_big(void* ptr, int64_t bytes) {
   char* const start = static_cast<char*>(ptr);
   char* const end = start + bytes;
-  constexpr uintptr_t PAGE = 4096;
-  char* const first =
-      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(start) + PAGE - 1) & ~(PAGE - 1));
-  char* const last = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(end) & ~(PAGE - 1));
-  ABlock* block = BlockSet::ptr2block(header_of(ptr));
-  if (bytes < ZERO_BY_RELEASE_MIN ||
-      ObjectMgr::shard_of(block).block_set_.release_pages(first, last - first) != 0) {
+  char* const first = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(start) + PAGE - 1) &
+                                              ~static_cast<uintptr_t>(PAGE - 1));
+  char* const last =
+      reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(end) & ~static_cast<uintptr_t>(PAGE - 1));
+  BlockSet& set = ObjectMgr::shard_of(BlockSet::ptr2block(header_of(ptr))).block_set_;
+  const bool zeroed = last > first && zero_by_residency(set, first, last);
+  if (!zeroed) {
     std::memset(ptr, 0, static_cast<size_t>(bytes));
     return;
   }

@@ -120,12 +120,14 @@ class ObjectSet {
   // handed out: a big object carved from pages untouched since mapped or washed. calloc
   // asks, right after the allocation, so it need not fault those pages in to zero them.
   static bool born_zero(void* ptr);
-  // Makes the first `bytes` of the big object at `ptr` read as zero. From
-  // ZERO_BY_RELEASE_MIN bytes on, its whole pages are given back (release_pages) rather
-  // than written: a madvise costs about what the memset would, and the pages the caller
-  // never touches are never faulted in.
+  // Makes the first `bytes` of the big object at `ptr` read as zero, deciding by which
+  // of its whole pages are in RAM (one mincore a ZERO_PIECE): a piece at least half in
+  // RAM is written (a buffer reused while hot: a release would unmap its pages, flush
+  // the TLB and fault each back in as the caller fills it); a piece mostly out of RAM is
+  // given back (release_pages), so a sparse table never faults in pages it does not
+  // touch. Writing every page would fault in all an earlier release left.
   static void zero_big(void* ptr, int64_t bytes);
-  static constexpr int64_t ZERO_BY_RELEASE_MIN = int64_t{256} << 10;
+  static constexpr int64_t ZERO_PIECE = int64_t{1} << 20;
   // Changes the requested size of an object in place when its slot or span allows;
   // returns false (object unchanged) otherwise.
   static bool resize_in_place(void* ptr, int64_t new_size);

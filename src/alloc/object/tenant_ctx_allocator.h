@@ -27,6 +27,9 @@ class ObTenantCtxAllocator final : public ChunkSource {
   int release_pages(void* addr, int64_t size) override {
     return chunk_mgr_.release_pages(addr, size);
   }
+  int64_t resident_pages(void* addr, int64_t size, unsigned char* vec) override {
+    return chunk_mgr_.resident_pages(addr, size, vec);
+  }
   int64_t now_us() override { return chunk_mgr_.now_us(); }
   int64_t span_idle_us() override { return span_idle_us_.load(std::memory_order_relaxed); }
   bool process_barrier() override { return chunk_mgr_.process_barrier(); }

@@ -176,22 +176,28 @@ TEST_F(MallocShimTest, CallocOfFreshMemoryLeavesItsPagesUntouched) {
   achunk_free(p);
 }
 
-// A big calloc that reuses a dirty cached chunk gives its pages back instead of writing
-// zeros over them: reading as zero without taking them all in RAM.
-TEST_F(MallocShimTest, CallocOfDirtyCachedChunkGivesItsPagesBack) {
+// A big calloc that reuses a dirty cached chunk decides by MiB piece: the pieces whose
+// pages went back (an earlier sparse calloc's, a wash) are given back again, read as zero
+// and stay out of RAM; the pieces still in RAM are written in place and stay there.
+TEST_F(MallocShimTest, CallocOfDirtyCachedChunkGivesBackWhatIsOutOfRamOnly) {
   constexpr size_t SIZE = size_t{8} << 20;
+  constexpr size_t OUT = size_t{6} << 20;  // the pages given back before the calloc
   char* dirty = static_cast<char*>(achunk_malloc(SIZE));
   ASSERT_NE(dirty, nullptr);
   std::memset(dirty, 0x7f, SIZE);
+  achunk::LinuxOs os;
+  char* page = dirty - reinterpret_cast<uintptr_t>(dirty) % 4096;
+  ASSERT_EQ(os.release_pages(page + 4096, static_cast<int64_t>(OUT)), 0);
+  std::memset(page + 4096, 0x7f, 4096 * 4);  // a few pages back in RAM, dirty again
   achunk_free(dirty);
   char* p = static_cast<char*>(achunk_calloc(1, SIZE));
   ASSERT_EQ(p, dirty);  // the cached chunk, its pages dirty
-  achunk::LinuxOs os;
-  char* page = p - reinterpret_cast<uintptr_t>(p) % 4096;
-  const int64_t resident = os.resident_bytes(page, SIZE);
-  ASSERT_GE(resident, 0);
-  EXPECT_LT(resident, 64 * 1024);  // the partial pages at both ends at most
-  for (size_t i = 0; i < 8192; ++i) ASSERT_EQ(p[i], 0);
+  const int64_t out = os.resident_bytes(page + 4096, static_cast<int64_t>(OUT - (1 << 20)));
+  ASSERT_GE(out, 0);
+  EXPECT_LT(out, 64 * 1024);  // the pieces out of RAM stay out
+  const int64_t in = os.resident_bytes(page + 4096 + OUT + (1 << 20), 1 << 20);
+  EXPECT_EQ(in, 1 << 20);  // the last pieces were written in place
+  for (size_t i = 0; i < 8 * 4096; ++i) ASSERT_EQ(p[i], 0);
   for (size_t i = SIZE - 8192; i < SIZE; ++i) ASSERT_EQ(p[i], 0);
   for (size_t i = 0; i < SIZE; i += 4096) ASSERT_EQ(p[i + i / 4096 % 4096], 0);
   achunk_free(p);
