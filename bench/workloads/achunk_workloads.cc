@@ -36,6 +36,11 @@ void touch(void* p, size_t size) {
   static_cast<char*>(p)[size - 1] = 2;
 }
 
+// The compiler must assume p's bytes are read: stores right before a free stay.
+void keep(void* p) {
+  asm volatile("" : : "r"(p) : "memory");
+}
+
 // Same-thread pairs: each size class 16 B-4 KiB, a short burst taken by `take(size)` then
 // given back by `give(p, size)`.
 template <typename Take, typename Give>
@@ -344,6 +349,38 @@ void midsize() {
   for (auto& t : ts) t.join();
 }
 
+// Mid-size buffers one at a time: a thread takes a buffer of 64 KiB-1 MiB (a query's sort,
+// join or read buffer), writes its first and last byte and frees it, over and over.
+void midpairs() {
+  std::mt19937 rng(19);
+  uint64_t sum = 0;
+  for (int64_t step = 0; step < scaled(800'000); ++step) {
+    const size_t size = (64 << 10) + rng() % (960 << 10);
+    char* p = static_cast<char*>(malloc(size));
+    touch(p, size);
+    sum += reinterpret_cast<uintptr_t>(p) & 0xF0;
+    keep(p);
+    free(p);
+  }
+  g_sum += sum;
+}
+
+// Zeroed mid-size buffers one at a time: calloc of 64 KiB-1 MiB (a per-query hash table
+// or bitmap), a quarter of it written, freed.
+void midcalloc() {
+  std::mt19937 rng(23);
+  uint64_t sum = 0;
+  for (int64_t step = 0; step < scaled(80'000); ++step) {
+    const size_t size = (64 << 10) + rng() % (960 << 10);
+    char* p = static_cast<char*>(calloc(1, size));
+    sum += static_cast<uint64_t>(p[size / 2]) + static_cast<uint64_t>(p[size - 1]);
+    std::memset(p, static_cast<int>(step), size / 4);
+    keep(p);
+    free(p);
+  }
+  g_sum += sum;
+}
+
 // Big blocks of 5-25 MiB, up to 8 live, the mix of sizes drifting; every page written.
 void big() {
   std::mt19937 rng(11);
@@ -563,6 +600,8 @@ const Pattern PATTERNS[] = {
     {"spawn", spawn},
     {"conns", conns},
     {"midsize", midsize},
+    {"midpairs", midpairs},
+    {"midcalloc", midcalloc},
     {"big", big},
     {"huge", huge_buffers},
     {"realloc", realloc_growth},

@@ -87,6 +87,8 @@ bool ObjectSet::born_zero(void* ptr) {
 namespace {
 
 constexpr int64_t PAGE = 4096;
+// A piece with fewer than 1/ZERO_IN_RAM_SHARE of its pages in RAM is given back.
+constexpr int64_t ZERO_IN_RAM_SHARE = 8;
 
 // zero_big's whole pages, piece by piece; false when the OS cannot tell which are in RAM
 // (the caller writes them all).
@@ -98,7 +100,7 @@ bool zero_by_residency(BlockSet& set, char* first, char* last) {
     if (set.resident_pages(piece, pages * PAGE, vec) != PAGE) return false;
     int64_t in_ram = 0;
     for (int64_t i = 0; i < pages; ++i) in_ram += vec[i] & 1;
-    if (in_ram * 2 < pages && set.release_pages(piece, pages * PAGE) == 0) continue;
+    if (in_ram * ZERO_IN_RAM_SHARE < pages && set.release_pages(piece, pages * PAGE) == 0) continue;
     std::memset(piece, 0, static_cast<size_t>(pages * PAGE));
   }
   return true;

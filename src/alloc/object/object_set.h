@@ -121,11 +121,12 @@ class ObjectSet {
   // asks, right after the allocation, so it need not fault those pages in to zero them.
   static bool born_zero(void* ptr);
   // Makes the first `bytes` of the big object at `ptr` read as zero, deciding by which
-  // of its whole pages are in RAM (one mincore a ZERO_PIECE): a piece at least half in
-  // RAM is written (a buffer reused while hot: a release would unmap its pages, flush
-  // the TLB and fault each back in as the caller fills it); a piece mostly out of RAM is
+  // of its whole pages are in RAM (one mincore a ZERO_PIECE): a piece with an eighth or
+  // more in RAM is written (a buffer reused while hot: a release would unmap its pages,
+  // flush the TLB and fault back in all the caller fills again); a piece with less is
   // given back (release_pages), so a sparse table never faults in pages it does not
-  // touch. Writing every page would fault in all an earlier release left.
+  // touch. An eighth, not a half: a caller that fills a quarter of each buffer keeps it
+  // in RAM, where a half would give back and fault in that quarter every time.
   static void zero_big(void* ptr, int64_t bytes);
   static constexpr int64_t ZERO_PIECE = int64_t{1} << 20;
   // Changes the requested size of an object in place when its slot or span allows;
