@@ -1,7 +1,10 @@
 // Run under LD_PRELOAD=libachunk_malloc.so by the dump tool's live test: a burst of
 // chunk-sized allocations, all freed (so the chunk cache holds them), then idle. With
 // "fork", a child forked after the burst allocates and idles too and its pid is printed.
+// With "nobody" (started as root), it turns into user nobody after the burst, so that
+// /proc shows it as another user's process, as a database server run as mysql is.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,6 +24,15 @@ int main(int argc, char** argv) {
   }
   for (void* b : blocks) std::free(b);
   pid_t child = 0;
+  if (argc > 1 && std::strcmp(argv[1], "nobody") == 0) {
+    constexpr uid_t NOBODY = 65534;
+    // A set-uid leaves the process undumpable, and /proc would show it as root's.
+    if (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0 ||
+        prctl(PR_SET_DUMPABLE, 1) != 0) {
+      std::perror("idle_burst: becoming nobody");
+      return 1;
+    }
+  }
   if (argc > 1 && std::strcmp(argv[1], "fork") == 0) {
     child = fork();
     if (child == 0) {

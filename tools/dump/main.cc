@@ -1,6 +1,7 @@
 // achunk-dump: reads a running process's achunk stats region from outside (the dump,
-// --json, --watch, --list) and steers it (--set, --release). Every failure is one line
-// on stderr and a non-zero exit. Depends on region_reader.h, dump_format.h and abseil.
+// --json, --watch, --list) and steers it (--set, --release); --help prints usage.h's
+// text. Every failure is one line on stderr and a non-zero exit. Depends on
+// region_reader.h, dump_format.h, log_parser.h, usage.h and abseil.
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "tools/dump/dump_format.h"
 #include "tools/dump/log_parser.h"
 #include "tools/dump/region_reader.h"
+#include "tools/dump/usage.h"
 
 ABSL_FLAG(bool, json, false, "print JSON (one document; with --watch one object per line)");
 ABSL_FLAG(bool, watch, false, "print one row per INTERVAL seconds (default 1), COUNT times");
@@ -63,17 +65,49 @@ std::string comm(pid_t pid) {
   return std::string(absl::StripSuffix(buf, "\n"));
 }
 
-int list() {
-  std::printf("%8s %-16s %14s %14s %14s\n", "pid", "command", "hold", "cache", "rss");
-  for (pid_t pid : pids_with_region()) {
-    absl::StatusOr<std::unique_ptr<Region>> r = Region::open_pid(pid, false);
-    if (!r.ok()) continue;
-    absl::StatusOr<Snapshot> s = (*r)->snapshot();
-    if (!s.ok()) continue;
-    std::printf("%8d %-16s %14s %14s %14s\n", pid, comm(pid).c_str(),
-                grouped(s->get("chunk_mgr.hold")).c_str(),
+// Own processes (every user's with --force), then on stderr what was skipped and how to
+// read it: a root operator would otherwise see nothing of a server run as mysql.
+int list(bool every_user) {
+  const ProcessScan scan = scan_processes(every_user);
+  std::printf("%8s %-16s %-10s %14s %14s %14s\n", "pid", "command", "user", "hold", "cache", "rss");
+  std::vector<std::string> unread;
+  for (const ProcessScan::Process& p : scan.listed) {
+    absl::StatusOr<std::unique_ptr<Region>> r = Region::open_pid(p.pid, every_user);
+    absl::StatusOr<Snapshot> s = r.ok() ? (*r)->snapshot() : absl::StatusOr<Snapshot>(r.status());
+    if (!s.ok()) {
+      // Gone meanwhile: not worth a line.
+      if (!absl::IsNotFound(s.status())) unread.emplace_back(s.status().message());
+      continue;
+    }
+    std::printf("%8d %-16s %-10s %14s %14s %14s\n", p.pid, comm(p.pid).c_str(),
+                user_name(p.uid).c_str(), grouped(s->get("chunk_mgr.hold")).c_str(),
                 grouped(s->get("chunk_mgr.freelists_hold")).c_str(),
-                grouped(process_rss(pid)).c_str());
+                grouped(process_rss(p.pid)).c_str());
+  }
+  std::fflush(stdout);
+  // A region made before the process changed its user (a server started as root that
+  // drops to mysql) opens for root only.
+  for (const std::string& why : unread) std::fprintf(stderr, "achunk-dump: %s\n", why.c_str());
+  const size_t n = scan.skipped_with_region.size();
+  if (n > 0) {
+    std::string who;
+    for (size_t i = 0; i < n && i < 8; ++i) {
+      const ProcessScan::Process& p = scan.skipped_with_region[i];
+      absl::StrAppendFormat(&who, "%s%d %s of %s", i == 0 ? "" : ", ", p.pid, comm(p.pid),
+                            user_name(p.uid));
+    }
+    if (n > 8) absl::StrAppend(&who, ", ...");
+    std::fprintf(stderr,
+                 "achunk-dump: skipped %zu process%s of other users with a stats region (%s); "
+                 "read them as their user (sudo -u USER achunk-dump --list) or add --force\n",
+                 n, n == 1 ? "" : "es", who.c_str());
+  }
+  if (scan.skipped_unreadable > 0) {
+    std::fprintf(stderr,
+                 "achunk-dump: skipped %lld process%s of other users whose descriptors uid %u "
+                 "cannot read; read them as their user, or as root with --force\n",
+                 static_cast<long long>(scan.skipped_unreadable),
+                 scan.skipped_unreadable == 1 ? "" : "es", static_cast<unsigned>(geteuid()));
   }
   return 0;
 }
@@ -168,10 +202,16 @@ int log_mode(const std::string& path, const std::string& png) {
 }
 
 int run(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "achunk-dump PID [--json] | --watch PID [INTERVAL [COUNT]] | --set NAME=VALUE PID | "
-      "--release [expired|all] PID | --list | --log FILE|- [--plot OUT.png] | "
-      "--watch PID INTERVAL COUNT --plot OUT.png");
+  absl::SetProgramUsageMessage(usage_text());
+  // Ours, not abseil's: its --help lists only flags defined in a file named after the
+  // program, so it would find none.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-help" || a == "-h") {
+      std::fputs(usage_text(), stdout);
+      return 0;
+    }
+  }
   // "--release" without a value means "--release=expired".
   std::vector<char*> args(argv, argv + argc);
   std::string release_default = "--release=expired";
@@ -182,7 +222,7 @@ int run(int argc, char** argv) {
     if (!has_value) args[i] = release_default.data();
   }
   std::vector<char*> pos = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-  if (absl::GetFlag(FLAGS_list)) return list();
+  if (absl::GetFlag(FLAGS_list)) return list(absl::GetFlag(FLAGS_force));
   if (!absl::GetFlag(FLAGS_log).empty()) {
     return log_mode(absl::GetFlag(FLAGS_log), absl::GetFlag(FLAGS_plot));
   }

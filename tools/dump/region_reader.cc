@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -235,8 +236,22 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open_pid(pid_t pid, bool force) 
     }
   }
   if (chosen < 0) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "cannot open the stats region of process %d: %s", pid, std::strerror(errno)));
+    const int open_errno = errno;
+    struct stat rst;
+    std::string why;
+    // A region made before the process changed its user (a server started as root that
+    // drops to mysql) still belongs to the first user.
+    if (stat(absl::StrFormat("/proc/%d/fd/%d", pid, fds.front()).c_str(), &rst) == 0 &&
+        rst.st_uid != st.st_uid) {
+      why = absl::StrFormat(
+          " (the region belongs to uid %d, which made it before the process "
+          "became uid %d: read it as uid %d, or as root with --force)",
+          rst.st_uid, st.st_uid, rst.st_uid);
+    }
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot open the stats region of process "
+                        "%d: %s%s",
+                        pid, std::strerror(open_errno), why));
   }
   struct stat fst;
   fstat(chosen, &fst);
@@ -351,23 +366,42 @@ int64_t process_rss(pid_t pid) {
   return pages * sysconf(_SC_PAGESIZE);
 }
 
-std::vector<pid_t> pids_with_region() {
-  std::vector<pid_t> pids;
+ProcessScan scan_processes(bool every_user) {
+  ProcessScan scan;
   DIR* d = opendir("/proc");
-  if (d == nullptr) return pids;
+  if (d == nullptr) return scan;
+  const uid_t me = geteuid();
   while (dirent* e = readdir(d)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
     struct stat st;
-    if (stat(absl::StrFormat("/proc/%d", pid).c_str(), &st) != 0 || st.st_uid != geteuid()) {
-      continue;
-    }
+    if (stat(absl::StrFormat("/proc/%d", pid).c_str(), &st) != 0) continue;
     int err = 0;
-    if (!region_fds(pid, &err).empty()) pids.push_back(pid);
+    const bool has_region = !region_fds(pid, &err).empty();
+    if (st.st_uid != me && err != 0) {
+      ++scan.skipped_unreadable;
+    } else if (has_region) {
+      (st.st_uid == me || every_user ? scan.listed : scan.skipped_with_region)
+          .push_back({pid, st.st_uid});
+    }
   }
   closedir(d);
-  std::sort(pids.begin(), pids.end());
-  return pids;
+  auto by_pid = [](const ProcessScan::Process& a, const ProcessScan::Process& b) {
+    return a.pid < b.pid;
+  };
+  std::sort(scan.listed.begin(), scan.listed.end(), by_pid);
+  std::sort(scan.skipped_with_region.begin(), scan.skipped_with_region.end(), by_pid);
+  return scan;
+}
+
+std::string user_name(uid_t uid) {
+  passwd pw;
+  passwd* found = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
+    return found->pw_name;
+  }
+  return absl::StrFormat("%d", uid);
 }
 
 }  // namespace achunk::dump

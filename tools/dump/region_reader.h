@@ -118,7 +118,22 @@ class Region {
 int64_t process_start_time(pid_t pid);
 // The process's resident bytes from /proc/PID/statm, or -1.
 int64_t process_rss(pid_t pid);
-// Every pid of this user that has a stats region, ascending.
-std::vector<pid_t> pids_with_region();
+// What a look through /proc finds. A process of another user is listed only with
+// `every_user` (root can read any /proc/PID/fd); without it, it is counted as skipped.
+struct ProcessScan {
+  struct Process {
+    pid_t pid;
+    uid_t uid;
+  };
+  std::vector<Process> listed;  // processes with a stats region, ascending
+  // Other users' processes that have a region, left out for want of --force.
+  std::vector<Process> skipped_with_region;
+  // Other users' processes whose descriptors this user cannot read, so nobody can tell
+  // whether they have a region.
+  int64_t skipped_unreadable = 0;
+};
+ProcessScan scan_processes(bool every_user);
+// The name of user `uid`, or its number when it has none.
+std::string user_name(uid_t uid);
 
 }  // namespace achunk::dump

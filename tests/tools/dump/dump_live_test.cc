@@ -1,8 +1,9 @@
 // achunk-dump against real processes under LD_PRELOAD=libachunk_malloc.so (Release only):
 // the region appears, a cache size change is applied by the child and unmaps the
 // surplus, a release moves the counters, the housekeeping thread runs (also in a forked
-// child), --watch --plot draws a live process's timeline, and the tool's command line
-// fails cleanly on each bad input.
+// child), --watch --plot draws a live process's timeline, --list tells of another user's
+// process, --help prints every mode, and the tool's command line fails cleanly on each
+// bad input.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,11 +83,11 @@ bool has_bg_thread(pid_t pid) {
 
 // The region of `pid` once it exists (a forked child makes its own on its first
 // allocation or housekeeping tick).
-absl::StatusOr<std::unique_ptr<dump::Region>> open_when_there(pid_t pid) {
-  absl::StatusOr<std::unique_ptr<dump::Region>> r = dump::Region::open_pid(pid, false);
+absl::StatusOr<std::unique_ptr<dump::Region>> open_when_there(pid_t pid, bool force = false) {
+  absl::StatusOr<std::unique_ptr<dump::Region>> r = dump::Region::open_pid(pid, force);
   for (int tries = 0; !r.ok() && tries < 150; ++tries) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    r = dump::Region::open_pid(pid, false);
+    r = dump::Region::open_pid(pid, force);
   }
   return r;
 }
@@ -248,6 +249,55 @@ TEST(DumpLiveTest, WatchDrawsALiveProcessTimeline) {
   EXPECT_EQ(tool("--plot " + png + " " + std::to_string(c.pid), &out), 1);
   stop(c);
   std::remove(png.c_str());
+}
+
+TEST(DumpLiveTest, HelpTellsEveryModeAndExitsZero) {
+  std::string out;
+  for (const char* flag : {"--help", "-h"}) {
+    EXPECT_EQ(tool(flag, &out), 0) << out;
+    for (const char* part : {"achunk-dump PID", "--json PID", "--watch PID", "--plot OUT.png",
+                             "--set NAME=VALUE PID", "--release [expired|all] PID", "--list",
+                             "--log FILE|-", "--timeout", "--force", "Exit status"}) {
+      EXPECT_NE(out.find(part), std::string::npos) << part << " missing from " << flag;
+    }
+  }
+}
+
+// A root operator's --list names the server another user runs and says how to read it;
+// --force lists and reads it.
+TEST(DumpLiveTest, ListTellsOfAnotherUsersProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run a process as another user";
+  const Child c = start("", "nobody");
+  ASSERT_GT(c.pid, 0);
+  ASSERT_TRUE(open_when_there(c.pid, true).ok());
+  std::string out;
+  EXPECT_EQ(tool("--list", &out), 0) << out;
+  EXPECT_EQ(out.find(absl::StrFormat("%8d preload_idle_bu", c.pid)), std::string::npos) << out;
+  EXPECT_NE(out.find(absl::StrFormat("%d preload_idle_bu of nobody", c.pid)), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("or add --force"), std::string::npos) << out;
+  EXPECT_EQ(tool("--list --force", &out), 0) << out;
+  EXPECT_NE(out.find(absl::StrFormat("%8d preload_idle_bu  nobody", c.pid)), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("of nobody"), std::string::npos) << out;
+  EXPECT_EQ(tool(std::to_string(c.pid), &out), 1);
+  EXPECT_NE(out.find("refused (--force reads it anyway)"), std::string::npos) << out;
+  EXPECT_EQ(tool("--force " + std::to_string(c.pid), &out), 0) << out;
+  EXPECT_NE(out.find("[chunk_mgr]"), std::string::npos) << out;
+  // Its own user cannot open the region root made before the switch, and is told why.
+  const pid_t reader = fork();
+  if (reader == 0) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(2);
+    absl::StatusOr<std::unique_ptr<dump::Region>> r = dump::Region::open_pid(c.pid, false);
+    _exit(!r.ok() && r.status().message().find("made it before the process became uid 65534") !=
+                         std::string_view::npos
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  waitpid(reader, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  stop(c);
 }
 
 TEST(DumpLiveTest, BadCommandLines) {
