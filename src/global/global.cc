@@ -154,8 +154,8 @@ namespace {
 class ForkHold final : public ForkLockVisitor {
  public:
   // Bounded by the registry: ObjectSet::FORK_LOCKS per object set (MAX_SETS of them), one
-  // per chunk cache slot and a few more (global ones, the root context's). About 210 KiB,
-  // untouched beyond what a fork uses.
+  // per chunk cache slot and a few more (global ones, the root context's). About 386 KiB
+  // of pointers, untouched beyond what a fork uses.
   static constexpr int CAPACITY =
       ObjectSet::MAX_SETS * ObjectSet::FORK_LOCKS + AChunkMgr::SLOT_COUNT + 256;
 
