@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <new>
 
@@ -18,6 +19,7 @@
 #include "achunk/platform/linux_os.h"
 #include "alloc/object/object_set.h"
 #include "context/context_env.h"
+#include "global/child_housekeeping.h"
 #include "global/stats_log.h"
 #include "global/stats_region.h"
 
@@ -211,30 +213,52 @@ void fork_parent() {
 
 // -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
 std::atomic<int> g_release_thread_masked{-1};
-// Set in a child whose parent had a release thread: the child's next allocation starts one.
-std::atomic<bool> g_release_thread_restart{false};
 
-// A forked child's first slow free, when its parent had a housekeeping thread and the
-// child has not allocated since (see fork_child).
-void start_at_fork_child_free() {
-  if (g_release_thread_restart.load(std::memory_order_relaxed)) {
-    global_detail::create_and_get_malloc_allocator();
+// A forked child's birth on the chunk layer's clock (see child_housekeeping.h): its
+// first slow path, not the fork, so that the fork handler reads no clock (a child that
+// exits at once would fault in the clock's pages for nothing). 0 until then.
+std::atomic<int64_t> g_child_born_us{0};
+
+// The slow-path hook of a child whose parent had (or was waiting for) a housekeeping
+// thread or a stats region: true once the child has started the one and made the other,
+// or found them switched off.
+bool start_housekeeping_when_due() {
+  // Not from inside a fork's handlers (an atfork handler that allocates).
+  if (spin_lock_detail::fork_owner.load(std::memory_order_acquire) != nullptr) return false;
+  Globals* g = g_created.load(std::memory_order_acquire);
+  if (g == nullptr) return false;
+  const int64_t now = g->chunk_mgr.now_us();
+  int64_t born = 0;
+  if (g_child_born_us.compare_exchange_strong(born, now, std::memory_order_relaxed)) born = now;
+  const int64_t interval_ms = g->option_value(OPT_RELEASE_INTERVAL_MS);
+  if (!child_housekeeping::due(born, now, interval_ms, g->chunk_mgr.get_total_hold())) {
+    return false;
   }
+  if (interval_ms > 0) {
+    start_release_thread();  // whose first tick makes the region
+  } else {
+    g->stats.tick(now, false);  // never allocates, so fine on any slow path
+  }
+  return true;
 }
 
 void fork_child() {
   ObjectSet::on_fork_child();
-  // The child must not write the parent's stats region: its next tick makes its own.
-  if (Globals* g = g_created.load(std::memory_order_acquire)) g->stats.forget_after_fork();
-  if (g_release_thread_started.exchange(false, std::memory_order_relaxed)) {
-    // No thread is started inside fork: the child's next allocation finds no allocator
-    // published and takes create_and_get_malloc_allocator(), which starts it.
-    g_release_thread_masked.store(-1, std::memory_order_relaxed);
-    g_release_thread_restart.store(true, std::memory_order_relaxed);
-    global_detail::malloc_allocator.store(nullptr, std::memory_order_release);
-    global_detail::malloc_allocator_id.store(0, std::memory_order_relaxed);
-    // A child that only frees makes no allocation: its first slow free starts it instead.
-    ObjectSet::arm_fork_child_free_hook(&start_at_fork_child_free);
+  // The parent's thread is not in the child; a child of a child still waiting for its
+  // own waits too.
+  const bool thread = g_release_thread_started.load(std::memory_order_relaxed);
+  if (thread) g_release_thread_started.store(false, std::memory_order_relaxed);
+  bool wanted = thread || ObjectSet::slow_path_hook_armed();
+  if (Globals* g = g_created.load(std::memory_order_acquire)) {
+    // The child must not write the parent's region; it makes its own when the hook
+    // finds it due, so chunk-level calls before then leave it alone.
+    g->stats.forget_after_fork(INT64_MAX);
+    wanted = wanted || g->option_value(OPT_STATS_REGION) != 0;
+  }
+  if (wanted) {
+    if (thread) g_release_thread_masked.store(-1, std::memory_order_relaxed);
+    g_child_born_us.store(0, std::memory_order_relaxed);
+    ObjectSet::arm_slow_path_hook(&start_housekeeping_when_due);
   }
   release_fork_hold(true);
 }
@@ -353,7 +377,6 @@ ObMallocAllocator& create_and_get_malloc_allocator() {
   // starts, so pthread_create's own allocations take the ordinary path.
   malloc_allocator.store(&g.malloc_allocator, std::memory_order_release);
   malloc_allocator_id.store(g.malloc_allocator.id(), std::memory_order_relaxed);
-  g_release_thread_restart.store(false, std::memory_order_relaxed);
   start_release_thread();
   return g.malloc_allocator;
 }

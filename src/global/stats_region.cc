@@ -397,13 +397,13 @@ void StatsRegion::destroy() {
   region_ = {};
 }
 
-void StatsRegion::forget_after_fork() {
+void StatsRegion::forget_after_fork(int64_t not_before_us) {
   // Only this thread exists in the child: whoever held busy_ is gone.
   os_.unmap_shared_region(region_, stats::REGION_SIZE);
   region_ = {};
   create_failed_ = false;
   next_usage_us_ = 0;
-  next_us_.store(0, std::memory_order_relaxed);
+  next_us_.store(not_before_us, std::memory_order_relaxed);
   busy_.store(false, std::memory_order_release);
 }
 

@@ -124,9 +124,10 @@ class StatsRegion final : public ChunkListener {
   void tick(int64_t now_us, bool housekeeping);
   // The process is exiting: readers see generation 0.
   void mark_exited();
-  // In a forked child: drops the parent's mapping without writing to it; the next tick
-  // creates the child's own region.
-  void forget_after_fork();
+  // In a forked child: drops the parent's mapping without writing to it; the first tick
+  // from `not_before_us` on (a chunk-level call's, or the housekeeping thread's at any
+  // time) creates the child's own region.
+  void forget_after_fork(int64_t not_before_us);
 
   // For tests: the mapped region (nullptr when none) and its descriptor.
   const unsigned char* bytes() const { return static_cast<const unsigned char*>(region_.addr); }

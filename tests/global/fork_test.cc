@@ -3,6 +3,7 @@
 // allocates, prints usage, and creates and destroys a memory context).
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <string>
@@ -21,6 +23,7 @@
 #include "achunk/achunk.hpp"
 #include "alloc/object/object_set.h"
 #include "context/memory_context.h"
+#include "global/child_housekeeping.h"
 #include "global/global.h"
 #include "global/ob_malloc.h"
 
@@ -384,65 +387,93 @@ TEST_F(ForkTest, ChildThreadsNeverTakeADeadParentThreadsMarker) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "a child thread took a dead parent thread's marker";
 }
 
-// Forks a process whose release thread runs, after `in_parent`; the child checks it has
-// none until `in_child` makes its first allocation (or first slow free), which must start
-// its own.
-template <typename F, typename G>
-void expect_child_starts_release_thread(F in_parent, G in_child) {
+// Whether this process has a stats region: its memfd among its descriptors.
+bool has_stats_region() {
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return false;
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    char link[300];
+    char target[256];
+    std::snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+    const ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n > 0 && std::string(target, n).find("achunk-stats") != std::string::npos) found = true;
+  }
+  closedir(d);
+  return found;
+}
+
+// Forks a process whose release thread runs and whose region exists, after `in_parent`;
+// the child runs `young` and checks it still has neither (it is younger than the
+// 100 s interval and holds little), then `grown`, after which its next slow path must
+// start its own thread (and the thread make its region). `grown` empty: the child must
+// start it at once, in `young` (it holds memory worth returning).
+template <typename F, typename G, typename H>
+void expect_child_housekeeping(F in_parent, G young, H grown, bool at_once = false) {
   char err[64];
   ASSERT_TRUE(set_option("release_interval_ms", "100000", err, sizeof(err))) << err;
+  ASSERT_TRUE(set_option("stats_region", "1", err, sizeof(err))) << err;
   start_release_thread();
   while (release_thread_signals_blocked() < 0) sched_yield();
+  while (!has_stats_region()) sched_yield();  // made by the thread's first tick
   in_parent();
   const pid_t pid = fork();
   if (pid == 0) {
-    alarm(20);  // no release thread in the child: the wait below never ends
-    if (release_thread_signals_blocked() != -1) _exit(2);
-    in_child();
+    alarm(20);                         // no release thread in the child: the wait below never ends
+    if (has_stats_region()) _exit(2);  // the parent's, not dropped
+    young();
+    if (!at_once && release_thread_signals_blocked() != -1) _exit(3);
+    if (!at_once && has_stats_region()) _exit(4);
+    grown();
     while (release_thread_signals_blocked() != 1) sched_yield();
+    while (!has_stats_region()) sched_yield();
     _exit(0);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child's release thread never ran";
+  ASSERT_TRUE(WIFEXITED(status)) << "the child's release thread or region never came";
   EXPECT_EQ(WEXITSTATUS(status), 0);
   ASSERT_TRUE(set_option("release_interval_ms", "0", err, sizeof(err)));
+  ASSERT_TRUE(set_option("stats_region", "0", err, sizeof(err)));
 }
 
-// A child of a process with a release thread starts its own on its first allocation.
-TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstAllocation) {
+// A small child's allocations, hits and slow paths alike, start no thread and make no
+// region while it is young; once it holds memory worth returning, its next slow path
+// starts the thread.
+TEST_F(ForkTest, ASmallYoungChildStartsNothingUntilItHoldsMemoryWorthReturning) {
   if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
   const auto allocate = [] {
     ob_free(ob_malloc(100, ObMemAttr(OB_SERVER_TENANT_ID, "fork_release")));
+    for (int i = 0; i < 1000; ++i) achunk_free(achunk_malloc(16 + i % 1000));
+    achunk_free(achunk_malloc(size_t{1} << 20));
   };
-  expect_child_starts_release_thread(allocate, allocate);  // the parent's fills its caches
-}
-
-// The same through the drop-in malloc, whose hit never reads the allocator: the forking
-// thread's front entry, filled in the parent, must not serve the child's first malloc.
-TEST_F(ForkTest, ChildStartsItsReleaseThreadOnFirstMallocHitToo) {
-  if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
-  const auto allocate = [] {
-    achunk_free(achunk_malloc(100));
-    achunk_free(achunk_malloc(100));  // a hit, once the entry is filled
-  };
-  expect_child_starts_release_thread(allocate, allocate);
+  void* big = nullptr;
+  expect_child_housekeeping(allocate, allocate, [&] {
+    big = achunk_malloc(child_housekeeping::EARLY_HOLD);
+    achunk_free(achunk_malloc(size_t{1} << 20));  // a slow path after the growth
+  });
 }
 
 // A child that only frees what its parent allocated starts its own on its first slow
-// free: of an object another parent thread allocated (free_foreign), or of a big one (the
-// checked free). Without it, the heaps of the parent's other threads, which the child
-// frees into and no look then reclaims, and its chunk cache would stay for good. (The
-// forking thread's own slabs stay its own in the child, and their frees stay fast.)
-TEST_F(ForkTest, ChildStartsItsReleaseThreadOnItsFirstSlowFree) {
+// free when it holds memory worth returning: of an object another parent thread allocated
+// (free_foreign), or of a big one (the checked free). Without it, the heaps of the
+// parent's other threads, which the child frees into and no look then reclaims, and its
+// chunk cache would stay for good.
+TEST_F(ForkTest, AChildHoldingMuchStartsItsReleaseThreadOnItsFirstSlowFree) {
   if (TSAN) GTEST_SKIP() << "TSan does not support threads started after a threaded fork";
   void* p = nullptr;
-  expect_child_starts_release_thread([&] { std::thread([&] { p = achunk_malloc(100); }).join(); },
-                                     [&] { achunk_free(p); });
+  void* held = nullptr;
+  expect_child_housekeeping(
+      [&] {
+        held = achunk_malloc(child_housekeeping::EARLY_HOLD);
+        std::thread([&] { p = achunk_malloc(100); }).join();
+      },
+      [&] { achunk_free(p); }, [] {}, true);
   achunk_free(p);
-  expect_child_starts_release_thread([&] { p = achunk_malloc(size_t{1} << 20); },
-                                     [&] { achunk_free(p); });
+  expect_child_housekeeping([&] { p = achunk_malloc(size_t{1} << 20); }, [&] { achunk_free(p); },
+                            [] {}, true);
   achunk_free(p);
+  achunk_free(held);
 }
 
 }  // namespace

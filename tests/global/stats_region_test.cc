@@ -296,12 +296,32 @@ TEST_F(StatsRegionTest, ReleaseExpiredUnmapsOnlyExpiredChunks) {
 TEST_F(StatsRegionTest, AForkedChildGetsItsOwnRegion) {
   tick();
   const uint64_t parent_generation = snapshot().generation;
-  region_.forget_after_fork();
+  region_.forget_after_fork(clock_.now_us());
   EXPECT_EQ(region_.bytes(), nullptr);
   tick();
   ASSERT_NE(region_.bytes(), nullptr);
   EXPECT_GT(snapshot().generation, parent_generation);
   EXPECT_EQ(os_.shared_maps(), 2);
+}
+
+// A short-lived child's chunk-level calls make no region: only from the time it was
+// given on, or from its housekeeping thread.
+TEST_F(StatsRegionTest, AForkedChildsChunkCallsMakeNoRegionBeforeItsTime) {
+  tick();
+  region_.forget_after_fork(clock_.now_us() + 1'000'000);
+  region_.on_chunk_call(clock_.now_us());
+  clock_.advance_ms(999);
+  region_.on_chunk_call(clock_.now_us());
+  EXPECT_EQ(region_.bytes(), nullptr);
+  EXPECT_EQ(os_.shared_maps(), 1);
+  clock_.advance_ms(1);
+  region_.on_chunk_call(clock_.now_us());
+  EXPECT_NE(region_.bytes(), nullptr);
+  EXPECT_EQ(os_.shared_maps(), 2);
+
+  region_.forget_after_fork(clock_.now_us() + 1'000'000);
+  tick();  // the housekeeping thread's first tick, at once
+  EXPECT_NE(region_.bytes(), nullptr);
 }
 
 // Counters only: no 8-byte word of the region points into this process's memory.

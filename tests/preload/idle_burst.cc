@@ -2,7 +2,8 @@
 // chunk-sized allocations, all freed (so the chunk cache holds them), then idle. With
 // "fork", a child forked after the burst allocates and idles too and its pid is printed.
 // With "nobody" (started as root), it turns into user nobody after the burst, so that
-// /proc shows it as another user's process, as a database server run as mysql is.
+// /proc shows it as another user's process, as a database server run as mysql is. With
+// "young", a small parent forks a child that allocates a little and idles.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -15,6 +16,23 @@
 void* volatile g_sink;
 
 int main(int argc, char** argv) {
+  pid_t child = 0;
+  // "young": no burst, so the parent holds little, and a child that allocates a little
+  // and idles, too young for a region of its own.
+  if (argc > 1 && std::strcmp(argv[1], "young") == 0) {
+    std::free(std::malloc(100));
+    child = fork();
+    if (child == 0) {
+      for (int i = 0; i < 100; ++i) g_sink = std::malloc(16 + i);
+      sleep(60);
+      return 0;
+    }
+    std::printf("ready %d\n", static_cast<int>(child));
+    std::fflush(stdout);
+    sleep(60);
+    kill(child, SIGKILL);
+    return 0;
+  }
   constexpr int N = 24;
   void* blocks[N];
   for (void*& b : blocks) {
@@ -23,7 +41,6 @@ int main(int argc, char** argv) {
     g_sink = b;
   }
   for (void* b : blocks) std::free(b);
-  pid_t child = 0;
   if (argc > 1 && std::strcmp(argv[1], "nobody") == 0) {
     constexpr uid_t NOBODY = 65534;
     // A set-uid leaves the process undumpable, and /proc would show it as root's.

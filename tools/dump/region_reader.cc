@@ -218,6 +218,15 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open_pid(pid_t pid, bool force) 
         absl::StrFormat("cannot list /proc/%d/fd: %s", pid, std::strerror(err)));
   }
   if (fds.empty()) {
+    // A forked child of the drop-in malloc makes its region only once it is old enough.
+    if (read_text(absl::StrFormat("/proc/%d/maps", pid)).find("libachunk_malloc") !=
+        std::string::npos) {
+      return absl::NotFoundError(absl::StrFormat(
+          "process %d has no achunk stats region yet: it runs libachunk_malloc.so, and a forked "
+          "child makes its region once it has lived release_interval_ms (1 s by default) since "
+          "its first allocator call and calls it again, or holds 16 MiB (or stats_region is off)",
+          pid));
+    }
     return absl::NotFoundError(absl::StrFormat(
         "process %d has no achunk stats region (not using achunk, or stats_region is off)", pid));
   }

@@ -242,6 +242,7 @@ void* ObMallocAllocator::alloc_align_static(int64_t align, int64_t size, const O
 
 void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t head_align,
                                     int sc) {
+  ObjectSet::run_slow_path_hook();
   if (size < 0 || size > OBJECT_MAX_SIZE) return fail(AllocFailKind::INVALID_SIZE, size);
   // The thread allocates: from here on it caches what it finds. Without a state (a small
   // object within its shared budget, or after a failed mapping) it looks everything up
@@ -297,7 +298,7 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t
 
 void ObMallocAllocator::free_checked(void* ptr) {
   if (ptr == nullptr) return;
-  ObjectSet::run_fork_child_free_hook();
+  ObjectSet::run_slow_path_hook();
   ABlock* block = nullptr;
   uint64_t h = checked_header(ptr, &block);
   if (h == 0) return;

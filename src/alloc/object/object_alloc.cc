@@ -32,6 +32,7 @@ int64_t big_span_bytes(int64_t offset, int64_t size) {
 }  // namespace
 
 void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
+  run_slow_path_hook();
   bool zeroed = false;
   // A span placed for an alignment: the user bytes start at its second block.
   const int64_t offset =
@@ -171,7 +172,7 @@ void ObjectSet::free_foreign(void* ptr, ABlock* block, Slab* slab) {
   // gives the object back as a remote free when it overflows, is collected, or is taken
   // from an idle heap. A thread with no heap in the set (one that only frees) does not
   // get one for it.
-  run_fork_child_free_hook();
+  run_slow_path_hook();
   ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
   if (heap != nullptr && heap->stash_push(slab->sc_, ptr, block)) return;
   free_slow(ptr, block, slab, false);

@@ -486,9 +486,10 @@ bool ObjectSet::carve(ABlock* block) {
   return true;
 }
 
-void ObjectSet::fire_fork_child_free_hook() {
-  if (!fork_child_free_armed_.exchange(false, std::memory_order_relaxed)) return;
-  if (void (*hook)() = fork_child_free_hook_.load(std::memory_order_relaxed)) hook();
+void ObjectSet::fire_slow_path_hook() {
+  if (!slow_path_hook_armed_.load(std::memory_order_acquire)) return;
+  bool (*hook)() = slow_path_hook_.load(std::memory_order_relaxed);
+  if (hook == nullptr || hook()) slow_path_hook_armed_.store(false, std::memory_order_relaxed);
 }
 
 void ObjectSet::on_fork_child() {

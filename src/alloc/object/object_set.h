@@ -217,17 +217,25 @@ class ObjectSet {
   // markers of a new generation, and every set's usage scan lock is free
   // (ObjectMgr::on_fork_child).
   static void on_fork_child();
-  // A function the process wiring has run once, with no allocator lock held, by the
-  // first free after a fork that takes a slow path (every free of an object from before
-  // the fork does: its slab's owner is of the old generation). The drop-in malloc starts
-  // its housekeeping thread again there, for a child that frees and never allocates.
-  static void arm_fork_child_free_hook(void (*hook)()) {  // in the child's fork handler
-    fork_child_free_hook_.store(hook, std::memory_order_relaxed);
-    fork_child_free_armed_.store(true, std::memory_order_relaxed);
+  // A function the process wiring has the object layer's slow paths run, with no
+  // allocator lock held, while it waits for a moment to act: a thread's first
+  // allocation, a slab refill, a big object, and a free that takes a slow path (every
+  // free of an object from before a fork does). The hook returns true once it is done,
+  // and is then disarmed; unarmed, a slow path pays one relaxed load. A forked child of
+  // the drop-in malloc starts its housekeeping thread there once it is old enough.
+  static void arm_slow_path_hook(bool (*hook)()) {
+    slow_path_hook_.store(hook, std::memory_order_relaxed);
+    slow_path_hook_armed_.store(true, std::memory_order_release);
   }
-  static void run_fork_child_free_hook() {
-    if (fork_child_free_armed_.load(std::memory_order_relaxed)) [[unlikely]] {
-      fire_fork_child_free_hook();
+  static void disarm_slow_path_hook() {
+    slow_path_hook_armed_.store(false, std::memory_order_relaxed);
+  }
+  static bool slow_path_hook_armed() {
+    return slow_path_hook_armed_.load(std::memory_order_relaxed);
+  }
+  static void run_slow_path_hook() {
+    if (slow_path_hook_armed_.load(std::memory_order_relaxed)) [[unlikely]] {
+      fire_slow_path_hook();
     }
   }
   // Option shared_slab_bytes, for every set: a heap created from now on takes its first
@@ -449,9 +457,9 @@ class ObjectSet {
   std::atomic<int64_t> warm_adopted_{0};
   std::atomic<int64_t> warm_touched_us_{0};  // the last keep or adoption, on source_'s clock
   static inline std::atomic<bool> free_checks_queued_{true};
-  static inline std::atomic<void (*)()> fork_child_free_hook_{nullptr};
-  static inline std::atomic<bool> fork_child_free_armed_{false};
-  __attribute__((noinline, cold)) static void fire_fork_child_free_hook();
+  static inline std::atomic<bool (*)()> slow_path_hook_{nullptr};
+  static inline std::atomic<bool> slow_path_hook_armed_{false};
+  __attribute__((noinline, cold)) static void fire_slow_path_hook();
   // The live heaps, for reclaim_idle_spares, which takes it with no other lock held and
   // only tries the heaps' locks.
   SpinLock heaps_lock_;

@@ -223,6 +223,7 @@ void ThreadHeap::take_back(ABlock* block) {
 }
 
 void* ThreadHeap::alloc_slow(int sc) {
+  ObjectSet::run_slow_path_hook();  // before lock_: the hook may allocate
   std::lock_guard<SpinLock> guard(lock_);
   ++activity_;
   ++refills_;

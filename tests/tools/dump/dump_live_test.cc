@@ -251,6 +251,25 @@ TEST(DumpLiveTest, WatchDrawsALiveProcessTimeline) {
   std::remove(png.c_str());
 }
 
+// A small forked child that idles within its first interval has no region (nor thread)
+// of its own, and the tool says why; its parent has both.
+TEST(DumpLiveTest, AYoungSmallChildHasNoRegionAndTheToolSaysWhy) {
+  const Child c = start("", "young");
+  ASSERT_GT(c.pid, 0);
+  ASSERT_GT(c.grandchild, 0);
+  ASSERT_TRUE(open_when_there(c.pid).ok());
+  EXPECT_TRUE(has_bg_thread(c.pid));
+  std::string out;
+  EXPECT_EQ(tool(std::to_string(c.grandchild), &out), 1);
+  EXPECT_NE(out.find("has no achunk stats region yet"), std::string::npos) << out;
+  EXPECT_NE(out.find("release_interval_ms"), std::string::npos) << out;
+  // Its only thread is its own: no achunk-bg.
+  EXPECT_EQ(
+      std::system(absl::StrFormat("grep -q achunk-bg /proc/%d/task/*/comm", c.grandchild).c_str()),
+      256);
+  stop(c);
+}
+
 TEST(DumpLiveTest, HelpTellsEveryModeAndExitsZero) {
   std::string out;
   for (const char* flag : {"--help", "-h"}) {
