@@ -12,7 +12,11 @@ PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev libab
   # (gnuplot also draws achunk-dump --plot).
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 time gnuplot-nox
   # bench/workloads/instructions.sh: instruction counts of the fast paths.
-  valgrind "$@")
+  valgrind
+  # scripts/package.sh and the install.deb test: dpkg-shlibdeps (dpkg-dev) and file for
+  # the Debian packages' dependencies, man-db for man -w, and the private MariaDB the test
+  # runs under the installed drop-in (bench/sysbench/server.sh).
+  dpkg-dev file man-db mariadb-server mariadb-client "$@")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -32,6 +36,19 @@ fi
 
 echo "setup-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# mariadb-server's postinst would start (and enable) the system's MariaDB; the tests and
+# benchmarks start private servers only. The standard way to keep a package's scripts
+# from starting services: a policy-rc.d that answers 101 (action forbidden), here only
+# for the time of the install and only if the machine has none of its own.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e $policy ]]; then
+  trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  printf '#!/bin/sh\n# scripts/setup-deps.sh: no service starts while it installs\nexit 101\n' |
+    "${sudo_cmd[@]}" tee "$policy" >/dev/null
+  "${sudo_cmd[@]}" chmod 755 "$policy"
+fi
 # A stale package index makes apt-get install fail with 404s, so refresh first.
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -15,6 +15,8 @@ cmake --build "$prefix/consumer" >/dev/null
 "$prefix/consumer/consumer"
 pcdir=$(dirname "$(find "$prefix" -name achunk.pc)")
 libdir=$(dirname "$(find "$prefix" -name 'libachunk.so' | head -n 1)")
+# prefix set outright: --define-prefix guesses it two levels above the .pc file, which
+# misses by one under a multiarch libdir (lib/x86_64-linux-gnu/pkgconfig with /usr).
 cc "$src/tests/install/consumer/main.c" -o "$prefix/c_consumer" \
-  $(PKG_CONFIG_PATH="$pcdir" pkg-config --define-prefix --cflags --libs achunk)
+  $(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$prefix" --cflags --libs achunk)
 LD_LIBRARY_PATH="$libdir" "$prefix/c_consumer"

@@ -1,7 +1,8 @@
 // achunk-dump: reads a running process's achunk stats region from outside (the dump,
 // --json, --watch, --list) and steers it (--set, --release); --help prints usage.h's
-// text. Every failure is one line on stderr and a non-zero exit. Depends on
-// region_reader.h, dump_format.h, log_parser.h, usage.h and abseil.
+// text (achunk-dump(1) is made from the same data). Every failure is one line on stderr
+// and a non-zero exit. Depends on region_reader.h, dump_format.h, log_parser.h, usage.h
+// and abseil.
 #include <unistd.h>
 
 #include <cstdio>
@@ -101,6 +102,19 @@ int list(bool every_user) {
                  "achunk-dump: skipped %zu process%s of other users with a stats region (%s); "
                  "read them as their user (sudo -u USER achunk-dump --list) or add --force\n",
                  n, n == 1 ? "" : "es", who.c_str());
+  }
+  if (!scan.unreadable_own.empty()) {
+    std::string who;
+    for (size_t i = 0; i < scan.unreadable_own.size() && i < 8; ++i) {
+      const ProcessScan::Process& p = scan.unreadable_own[i];
+      absl::StrAppendFormat(&who, "%s%d %s", i == 0 ? "" : ", ", p.pid, comm(p.pid));
+    }
+    std::fprintf(stderr,
+                 "achunk-dump: cannot look into %zu process%s of your user (%s): they hold "
+                 "capabilities you lack, as mariadbd under mariadb.service holds CAP_IPC_LOCK; "
+                 "read them as root with --force\n",
+                 scan.unreadable_own.size(), scan.unreadable_own.size() == 1 ? "" : "es",
+                 who.c_str());
   }
   if (scan.skipped_unreadable > 0) {
     std::fprintf(stderr,
@@ -208,7 +222,7 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-help" || a == "-h") {
-      std::fputs(usage_text(), stdout);
+      std::fputs(usage_text().c_str(), stdout);
       return 0;
     }
   }

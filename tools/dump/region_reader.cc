@@ -19,9 +19,11 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 namespace achunk::dump {
@@ -59,19 +61,37 @@ std::vector<int> region_fds(pid_t pid, int* err) {
     *err = errno;
     return fds;
   }
+  // The directory lists for its owner, but each link reads only for a reader that may
+  // ptrace the process (one lacking its capabilities may not).
+  int denied = 0;
   while (dirent* e = readdir(d)) {
     int fd = 0;
     if (!absl::SimpleAtoi(e->d_name, &fd)) continue;
     char target[256];
     const std::string link = dir + "/" + e->d_name;
     const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
-    if (n <= 0) continue;
+    if (n <= 0) {
+      if (errno == EACCES || errno == EPERM) denied = errno;
+      continue;
+    }
     target[n] = '\0';
     if (is_region_link(target)) fds.push_back(fd);
   }
   closedir(d);
-  *err = 0;
+  *err = fds.empty() ? denied : 0;
   return fds;
+}
+
+// Whether the process has any permitted capability (CapPrm in /proc/PID/status).
+bool holds_capabilities(pid_t pid) {
+  for (absl::string_view line :
+       absl::StrSplit(read_text(absl::StrFormat("/proc/%d/status", pid)), '\n')) {
+    if (absl::ConsumePrefix(&line, "CapPrm:")) {
+      line = absl::StripAsciiWhitespace(line);
+      return !line.empty() && line.find_first_not_of('0') != absl::string_view::npos;
+    }
+  }
+  return false;
 }
 
 std::set<uint64_t> mapped_region_inodes(pid_t pid) {
@@ -214,8 +234,15 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open_pid(pid_t pid, bool force) 
   int err = 0;
   const std::vector<int> fds = region_fds(pid, &err);
   if (err != 0) {
+    // Same user, yet refused: the kernel opens a process's descriptors only to a reader
+    // that holds its capabilities (mariadb.service gives mariadbd CAP_IPC_LOCK).
+    const std::string why =
+        st.st_uid == geteuid() && holds_capabilities(pid)
+            ? " (it holds capabilities your user lacks, as mariadbd under mariadb.service "
+              "holds CAP_IPC_LOCK: read it as root with --force)"
+            : "";
     return absl::PermissionDeniedError(
-        absl::StrFormat("cannot list /proc/%d/fd: %s", pid, std::strerror(err)));
+        absl::StrFormat("cannot list /proc/%d/fd: %s%s", pid, std::strerror(err), why));
   }
   if (fds.empty()) {
     // A forked child of the drop-in malloc makes its region only once it is old enough.
@@ -389,6 +416,8 @@ ProcessScan scan_processes(bool every_user) {
     const bool has_region = !region_fds(pid, &err).empty();
     if (st.st_uid != me && err != 0) {
       ++scan.skipped_unreadable;
+    } else if (err != 0 && holds_capabilities(pid)) {
+      scan.unreadable_own.push_back({pid, st.st_uid});
     } else if (has_region) {
       (st.st_uid == me || every_user ? scan.listed : scan.skipped_with_region)
           .push_back({pid, st.st_uid});

@@ -131,6 +131,8 @@ struct ProcessScan {
   // Other users' processes whose descriptors this user cannot read, so nobody can tell
   // whether they have a region.
   int64_t skipped_unreadable = 0;
+  // This user's processes it cannot look into, for they hold capabilities it lacks.
+  std::vector<Process> unreadable_own;
 };
 ProcessScan scan_processes(bool every_user);
 // The name of user `uid`, or its number when it has none.

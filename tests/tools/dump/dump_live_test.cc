@@ -4,7 +4,10 @@
 // child), --watch --plot draws a live process's timeline, --list tells of another user's
 // process, --help prints every mode, and the tool's command line fails cleanly on each
 // bad input.
+#include <linux/capability.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -268,6 +271,53 @@ TEST(DumpLiveTest, AYoungSmallChildHasNoRegionAndTheToolSaysWhy) {
       std::system(absl::StrFormat("grep -q achunk-bg /proc/%d/task/*/comm", c.grandchild).c_str()),
       256);
   stop(c);
+}
+
+// A process of one's own user that holds a capability the reader lacks (mariadbd under
+// mariadb.service holds CAP_IPC_LOCK) cannot be looked into; the tool says why and how.
+TEST(DumpLiveTest, AProcessWithCapabilitiesTheReaderLacksIsNamed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to make a process that holds a capability";
+  constexpr uid_t NOBODY = 65534;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  if (holder == 0) {
+    // nobody, keeping CAP_IPC_LOCK permitted, dumpable so /proc shows it as nobody's.
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2] = {};
+    caps[CAP_TO_INDEX(CAP_IPC_LOCK)].permitted = CAP_TO_MASK(CAP_IPC_LOCK);
+    if (prctl(PR_SET_KEEPCAPS, 1) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+        setresuid(NOBODY, NOBODY, NOBODY) != 0 || syscall(SYS_capset, &header, caps) != 0 ||
+        prctl(PR_SET_DUMPABLE, 1) != 0) {
+      _exit(1);
+    }
+    [[maybe_unused]] ssize_t n = write(ready[1], "r", 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  const pid_t reader = fork();
+  if (reader == 0) {
+    if (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0) _exit(2);
+    absl::StatusOr<std::unique_ptr<dump::Region>> r = dump::Region::open_pid(holder, false);
+    if (r.ok() || r.status().message().find("CAP_IPC_LOCK") == std::string_view::npos) {
+      std::fprintf(stderr, "open_pid: %s\n",
+                   r.ok() ? "ok" : std::string(r.status().message()).c_str());
+      _exit(3);
+    }
+    bool named = false;
+    for (const dump::ProcessScan::Process& p : dump::scan_processes(false).unreadable_own) {
+      named = named || p.pid == holder;
+    }
+    _exit(named ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(reader, &status, 0);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(DumpLiveTest, HelpTellsEveryModeAndExitsZero) {
