@@ -173,13 +173,14 @@ class ForkHold final : public ForkLockVisitor {
     held_.store(count_ + 1, std::memory_order_release);
     ++count_;
   }
-  // in_child: in the child, where no thread of the parent's sleeps on a lock.
+  // In the parent, each lock in reverse; in the child all at once by a new fork epoch
+  // (SpinLock::release_fork_holds_in_child), so the child writes no lock's page.
   void release(bool in_child) {
-    while (count_ > 0) {
-      SpinLock* lock = locks_[--count_];
-      if (in_child) lock->forget_sleepers();
-      lock->fork_unlock();
+    if (in_child) {
+      SpinLock::release_fork_holds_in_child();
+      count_ = 0;
     }
+    while (count_ > 0) locks_[--count_]->fork_unlock();
     held_.store(0, std::memory_order_release);
   }
   int held() const { return held_.load(std::memory_order_acquire); }

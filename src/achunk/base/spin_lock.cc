@@ -14,6 +14,7 @@ namespace achunk {
 namespace spin_lock_detail {
 
 std::atomic<const void*> fork_owner{nullptr};
+constinit std::atomic<uint32_t> fork_epoch{0};
 constinit std::atomic<int64_t> alive_held{0};
 constinit std::atomic<int64_t> sleeps{0};
 
@@ -47,7 +48,7 @@ void SpinLock::lock_slow(bool for_fork_owner) {
     // Wait on a plain load so waiters do not bounce the cache line between cores.
     if (state_.load(std::memory_order_relaxed) == FREE) {
       if (state_.exchange(LOCKED, std::memory_order_acquire) == FREE) return;
-    } else if (for_fork_owner && passes_for_fork()) {
+    } else if ((for_fork_owner && passes_for_fork()) || claim_stale()) {
       return;
     }
     cpu_relax();
@@ -59,6 +60,10 @@ void SpinLock::lock_slow(bool for_fork_owner) {
   for (;;) {
     if (for_fork_owner && passes_for_fork()) break;
     if (state_.exchange(LOCKED, std::memory_order_acquire) == FREE) break;
+    if (claim_stale()) {
+      counted = false;  // the claim zeroed the count
+      break;
+    }
     // Announce the sleep, then look once more: an unlock before the announcement is seen
     // here, one after it sees the announcement (or, racing, the timeout covers it).
     if (!counted) sleepers_.fetch_add(1, std::memory_order_seq_cst);

@@ -6,6 +6,10 @@
 // after 1 ms and looks again. It never allocates, so the allocator itself can use it. It
 // can also be held for fork(): then the forking thread enters it freely (see fork_lock()),
 // so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
+// The parent releases each such lock after the fork; the child releases them all at
+// once by moving to a new fork epoch (release_fork_holds_in_child), and a lock still held
+// for an older epoch is free to the first thread that claims it, so the child writes none
+// of the pages the locks live on unless it takes them.
 // Every lock says at construction whether fork() holds it (ForkRole), and the process
 // tallies the live locks fork() holds, so a test can prove the fork-lock registry
 // (fork_locks.h) complete; the tally costs nothing on lock() and unlock(), nor in building
@@ -39,6 +43,12 @@ extern std::atomic<const void*> fork_owner;
 extern std::atomic<int64_t> sleeps;
 // This thread's identity for fork_owner (a TLS address: same in the child of a fork).
 const void* this_thread();
+// Bumped in a forked child: every lock held for a fork of an earlier epoch is free.
+extern std::atomic<uint32_t> fork_epoch;
+// The fork mark of a lock held for the current epoch's fork (never 0).
+inline uint32_t current_fork_mark() {
+  return fork_epoch.load(std::memory_order_relaxed) + 1;
+}
 inline bool forking_thread() {
   const void* owner = fork_owner.load(std::memory_order_acquire);
   return owner != nullptr && owner == this_thread();
@@ -85,12 +95,12 @@ class SpinLock {
         state_.exchange(LOCKED, std::memory_order_acquire) == FREE) {
       return true;
     }
-    return passes_for_fork();
+    return passes_for_fork() || claim_stale();
   }
   void unlock() {
     // Held for fork: the forking thread entered it and leaves it held. Anyone else who
     // holds the lock reads false here.
-    if (__builtin_expect(fork_held_.load(std::memory_order_relaxed), 0)) return;
+    if (__builtin_expect(fork_mark_.load(std::memory_order_relaxed) != 0, 0)) return;
     release();
   }
 
@@ -100,25 +110,31 @@ class SpinLock {
   // changing it: the fork owner holds every fork lock, so no other thread is inside.
   void fork_lock() {
     lock_slow(false);
-    fork_held_.store(true, std::memory_order_relaxed);
+    fork_mark_.store(spin_lock_detail::current_fork_mark(), std::memory_order_relaxed);
   }
   // Released after fork() in the parent and the child. Only a lock still held for the fork
   // changes, so releasing twice is harmless.
   void fork_unlock() {
-    if (!fork_held_.load(std::memory_order_relaxed)) return;
-    fork_held_.store(false, std::memory_order_relaxed);
+    if (fork_mark_.load(std::memory_order_relaxed) == 0) return;
+    fork_mark_.store(0, std::memory_order_relaxed);
     release();
   }
-  bool held() const { return state_.load(std::memory_order_relaxed) != FREE; }
-  // Waiters that went to sleep on the lock and have not had it yet.
-  bool has_sleepers() const { return sleepers_.load(std::memory_order_relaxed) != 0; }
+  // In a forked child, for every lock at once: each lock held for the fork becomes free
+  // to its first claimant (claim_stale), and the child writes no lock until it takes one.
+  static void release_fork_holds_in_child() {
+    spin_lock_detail::fork_epoch.fetch_add(1, std::memory_order_relaxed);
+  }
+  bool held() const { return state_.load(std::memory_order_relaxed) != FREE && !stale(); }
+  // Waiters that went to sleep on the lock and have not had it yet (none on a stale lock:
+  // the count is the parent's, and its claimant zeroes it).
+  bool has_sleepers() const { return sleepers_.load(std::memory_order_relaxed) != 0 && !stale(); }
   // Just after unlock(), by a thread that will take the lock again at once (a loop of
   // holds): if a waiter sleeps, yields until one has had the lock, at most max_yields
   // times, so the loop cannot take it back first each time and starve the waiter.
   // False when it stopped at max_yields with a waiter still asleep.
   bool hand_off(int max_yields);
-  // In a forked child, before fork_unlock(): the parent's sleepers are not in the child,
-  // and a count left behind would make every unlock there a futex syscall.
+  // In a forked child: the parent's sleepers are not in the child, and a count left
+  // behind would make every unlock there a futex syscall.
   void forget_sleepers() { sleepers_.store(0, std::memory_order_relaxed); }
   // In a forked child, for a lock fork() does not hold: its holder and its sleepers may be
   // threads of the parent's, which the child does not have. Free for the child's threads.
@@ -132,7 +148,22 @@ class SpinLock {
   static constexpr uint32_t LOCKED = 1;
 
   bool passes_for_fork() const {
-    return fork_held_.load(std::memory_order_relaxed) && spin_lock_detail::forking_thread();
+    return fork_mark_.load(std::memory_order_relaxed) == spin_lock_detail::current_fork_mark() &&
+           spin_lock_detail::forking_thread();
+  }
+  // Held for the fork of an earlier epoch: in a child, free to whoever claims it.
+  bool stale() const {
+    const uint32_t mark = fork_mark_.load(std::memory_order_relaxed);
+    return mark != 0 && mark != spin_lock_detail::current_fork_mark();
+  }
+  // Takes a stale lock (its state_ stays LOCKED, now this thread's); one claimant wins.
+  // The parent's sleepers counted in it are not in the child.
+  bool claim_stale() {
+    uint32_t mark = fork_mark_.load(std::memory_order_relaxed);
+    if (mark == 0 || mark == spin_lock_detail::current_fork_mark()) return false;
+    if (!fork_mark_.compare_exchange_strong(mark, 0, std::memory_order_acquire)) return false;
+    sleepers_.store(0, std::memory_order_relaxed);
+    return true;
   }
   void release() {
     state_.store(FREE, std::memory_order_release);
@@ -145,9 +176,11 @@ class SpinLock {
   void lock_slow(bool for_fork_owner);
   void wake_one();
 
-  std::atomic<uint32_t> state_{FREE};   // the futex word
-  std::atomic<uint32_t> sleepers_{0};   // waiters in or about to enter a futex wait
-  std::atomic<bool> fork_held_{false};  // set only by the fork owner, while it holds the lock
+  std::atomic<uint32_t> state_{FREE};  // the futex word
+  std::atomic<uint32_t> sleepers_{0};  // waiters in or about to enter a futex wait
+  // 0, or the fork mark (epoch + 1) of the fork it is held for: set only by the fork
+  // owner, while it holds the lock.
+  std::atomic<uint32_t> fork_mark_{0};
   const ForkRole role_;
   const bool static_ = false;
 };

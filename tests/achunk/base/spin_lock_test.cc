@@ -151,6 +151,70 @@ TEST(SpinLockTest, AForkedChildForgetsTheParentsSleepers) {
   waiter.join();
 }
 
+// A child releases every lock held for its fork at once, by a new epoch, writing none:
+// each is free to the first thread that takes it (and then an ordinary lock), while the
+// parent, whose epoch never moves, keeps it held until fork_unlock().
+TEST(SpinLockTest, ANewForkEpochFreesTheLocksHeldForTheForkToTheirFirstClaimant) {
+  SpinLock a(ForkRole::NOT_HELD);  // the test's own locks
+  SpinLock b(ForkRole::NOT_HELD);
+  SpinLock c(ForkRole::NOT_HELD);
+  a.fork_lock();
+  b.fork_lock();
+  c.fork_lock();
+  EXPECT_TRUE(a.held());
+  bool other = true;
+  std::thread([&] { other = a.try_lock(); }).join();
+  EXPECT_FALSE(other);  // held for this epoch's fork: not claimable
+  const pid_t pid = fork();
+  if (pid == 0) {
+    SpinLock::release_fork_holds_in_child();  // as the wiring's fork handler does
+    int failures = 0;
+    failures += a.held() || b.held() || c.held();
+    failures += !a.try_lock();  // claimed: an ordinary lock of this thread's now
+    failures += !a.held();
+    a.unlock();
+    failures += a.held();
+    b.lock();  // through lock()'s slow path
+    failures += !b.held();
+    b.unlock();
+    failures += b.held() || b.has_sleepers();
+    c.fork_lock();  // a child forking again takes it for its own epoch
+    c.fork_unlock();
+    failures += c.held();
+    syscall(SYS_exit_group, failures);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The parent's: still held until released.
+  EXPECT_TRUE(a.held() && b.held() && c.held());
+  a.fork_unlock();
+  b.fork_unlock();
+  c.fork_unlock();
+  EXPECT_FALSE(a.held() || b.held() || c.held());
+}
+
+// A child's claim of a lock held for its fork forgets the parent's sleepers counted in it.
+TEST(SpinLockTest, AClaimInTheChildForgetsTheParentsSleepers) {
+  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
+  lock.fork_lock();
+  Waiter waiter(lock, [] {});
+  EXPECT_TRUE(waiter.asleep());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The wiring's fork handler moved the epoch already (a second move changes nothing).
+    SpinLock::release_fork_holds_in_child();
+    lock.lock();
+    lock.unlock();
+    syscall(SYS_exit_group, !lock.has_sleepers() && !lock.held() ? 0 : 1);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  lock.fork_unlock();
+  waiter.join();
+}
+
 // A loop that lets the lock go and takes it again at once (the housekeeping wash between
 // batches) hands it to a sleeping waiter first: hand_off() returns only once the waiter
 // had it, so the loop's next lock() waits for the waiter's unlock. A single sched_yield
