@@ -258,6 +258,94 @@ void server() {
   }
 }
 
+// A thread inherits the live set of a thread that has just exited: 5,000 objects of
+// 8 B-1 KiB, all allocated by its predecessor. It frees a random one and allocates a new
+// one, step after step, then hands the set on to a fresh thread; two such lanes at once.
+// Every free of an inherited object lands on a slab its owner left behind.
+void inherit() {
+  constexpr size_t LIVE = 5000;
+  constexpr int STEPS = 20'000;
+  auto lane = [](uint32_t seed) {
+    std::vector<void*> set(LIVE);
+    std::thread([&] {
+      std::mt19937 rng(seed);
+      for (void*& p : set) {
+        const size_t s = 8 + rng() % 1017;
+        p = malloc(s);
+        touch(p, s);
+      }
+    }).join();
+    for (int64_t g = 0; g < scaled(400); ++g) {
+      std::thread([&, g] {
+        std::mt19937 rng(seed + static_cast<uint32_t>(g) + 1);
+        for (int step = 0; step < STEPS; ++step) {
+          void*& p = set[rng() % LIVE];
+          free(p);
+          const size_t s = 8 + rng() % 1017;
+          p = malloc(s);
+          touch(p, s);
+        }
+      }).join();
+    }
+    for (void* p : set) free(p);
+  };
+  std::thread a(lane, 11), b(lane, 22);
+  a.join();
+  b.join();
+}
+
+// Four threads in a ring: each allocates objects of 8 B-16 KiB (most small, a size class
+// drawn on a log scale) and passes them in batches of 64 to the next, which frees them.
+void ring() {
+  constexpr int THREADS = 4;
+  Mailbox boxes[THREADS];
+  std::atomic<int> finished{0};
+  const int64_t batches = scaled(60'000);
+  auto worker = [&](int id) {
+    std::mt19937 rng(static_cast<uint32_t>(id) + 5);
+    std::vector<void*> in;
+    for (int64_t b = 0; b < batches; ++b) {
+      std::vector<void*> out(64);
+      for (void*& p : out) {
+        const size_t s = size_t{8} << (rng() % 12);  // 8 B .. 16 KiB
+        const size_t size = s + rng() % s;
+        p = malloc(size > 16384 ? 16384 : size);
+        touch(p, size > 16384 ? 16384 : size);
+      }
+      boxes[(id + 1) % THREADS].put(std::move(out));
+      // A bounded ring: a thread frees what it was passed before it runs too far ahead.
+      while (boxes[id].take(&in)) {
+        for (void* q : in) free(q);
+      }
+      while (boxes[(id + 1) % THREADS].queued() > 8) {
+        if (boxes[id].take(&in)) {
+          for (void* q : in) free(q);
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    }
+    // Still the next one's consumer until every thread is done producing.
+    ++finished;
+    while (finished.load() < THREADS) {
+      if (boxes[id].take(&in)) {
+        for (void* q : in) free(q);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < THREADS; ++t) ts.emplace_back(worker, t);
+  for (auto& t : ts) t.join();
+  std::vector<void*> in;
+  for (auto& box : boxes) {
+    while (box.take(&in)) {
+      for (void* q : in) free(q);
+    }
+  }
+}
+
 // Thread churn: short-lived threads allocate and free, then exit.
 void churn() {
   for (int64_t g = 0; g < scaled(400); ++g) {
@@ -596,6 +684,8 @@ const Pattern PATTERNS[] = {
     {"usable", usable},
     {"prodcons", prodcons},
     {"server", server},
+    {"inherit", inherit},
+    {"ring", ring},
     {"churn", churn},
     {"spawn", spawn},
     {"conns", conns},

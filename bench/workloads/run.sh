@@ -21,7 +21,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 bin=$build/bench/achunk_workloads
 rounds=${ROUNDS:-3}
 scale=${SCALE:-0.25}
-patterns=${PATTERNS:-"pairs newdel classes replace1 replace2 strings usable prodcons server churn spawn conns midsize midpairs midcalloc big huge realloc bigrealloc pktbuf shrink calloc aligned bigalign hugealign appends"}
+patterns=${PATTERNS:-"pairs newdel classes replace1 replace2 strings usable prodcons server inherit ring churn spawn conns midsize midpairs midcalloc big huge realloc bigrealloc pktbuf shrink calloc aligned bigalign hugealign appends"}
 out=${OUT:-$root/out/workloads}
 mkdir -p "$out"
 

@@ -78,7 +78,6 @@ struct Globals final : StatsHost {
   void apply() {
     chunk_mgr.apply_options(options);
     malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
-    ObjectSet::set_free_checks_queued(options[OPT_FREE_CHECKS_QUEUED] != 0);
     ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
     context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
   }
@@ -93,7 +92,6 @@ struct Globals final : StatsHost {
         malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
         break;
       case OptionOwner::OBJECT:
-        ObjectSet::set_free_checks_queued(options[OPT_FREE_CHECKS_QUEUED] != 0);
         ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
         break;
       case OptionOwner::CONTEXT:

@@ -28,10 +28,8 @@ __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
 }
 
-// At exit: the exiting thread's queued frees are checked, so a bad free made just before
-// is still reported; with stats_print:true, the dump and the usage go to stderr.
+// At exit, with stats_print:true: the dump and the usage go to stderr.
 __attribute__((destructor)) static void achunk_malloc_fini() {
-  achunk::ObjectSet::check_queued_frees();
   int64_t on = 0;
   if (achunk_get_option("stats_print", &on) != 0 || on == 0) return;
   static char buf[64 * 1024];

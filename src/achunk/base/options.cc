@@ -28,9 +28,6 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
      "a free span inside a chunk idle this long gives its pages back at a later span free "
      "(or from the release thread); -1: only when an allocation fails"},
     // object layer (ObjectSet)
-    {"free_checks_queued", OptionOwner::OBJECT, OptionType::BOOL, 1, 0, 1,
-     "a free into a slab its thread let go is checked a few frees later, so the misses of "
-     "random frees overlap; 0 checks it at the free, whose stack a report then has"},
     {"shared_slab_bytes", OptionOwner::OBJECT, OptionType::SIZE, 0, 0, 64 * MB,
      "each new thread's first this many bytes of objects up to 1 KiB come from slabs all "
      "threads share, so threads that allocate little share pages; 0: every thread carves "

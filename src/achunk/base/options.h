@@ -27,7 +27,6 @@ enum OptionId : int {
   // block
   OPT_SPAN_IDLE_MS,
   // object
-  OPT_FREE_CHECKS_QUEUED,
   OPT_SHARED_SLAB_BYTES,
   // context
   OPT_CONTEXT_USE_PM,

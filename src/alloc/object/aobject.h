@@ -5,7 +5,6 @@
 #pragma once
 
 #include <atomic>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -26,14 +25,7 @@ enum class ObjectState : uint16_t {
   IN_USE = 0xCED1,   // a small object handed out
   BIG = 0xCED3,      // a big object handed out (a span of its own)
   ALIGNED = 0xCED5,  // an alignment pad: the low 32 bits are the offset back to the object
-  // A queued free (ObjectSet::free_queued) stores QUEUED_MARK over the magic's top byte
-  // and reads nothing; the byte below keeps the state it found, so the check tells a
-  // live object's free from a second one.
-  QUEUED = 0x5AD1,       // an object in use, freed: its checks wait in the queue
-  QUEUED_FREE = 0x5AD0,  // a free slot freed again: a double free, reported at the check
 };
-inline constexpr uint8_t QUEUED_MARK = 0x5A;
-inline constexpr uint8_t MAGIC_TOP = 0xCE;
 
 constexpr uint64_t make_header(ObjectState state, uint16_t label, uint32_t size) {
   return (uint64_t{static_cast<uint16_t>(state)} << 48) | (uint64_t{label} << 32) | size;
@@ -60,13 +52,6 @@ inline uint64_t load_header(void* ptr) {
 }
 inline void store_header(void* ptr, uint64_t h) {
   std::atomic_ref<uint64_t>(*header_of(ptr)).store(h, std::memory_order_relaxed);
-}
-
-// The header's top byte alone (its last on a little-endian machine): a queued free
-// marks it with a store that needs no read of the line.
-inline std::atomic_ref<uint8_t> header_top_byte(void* ptr) {
-  static_assert(std::endian::native == std::endian::little);
-  return std::atomic_ref<uint8_t>(reinterpret_cast<uint8_t*>(header_of(ptr))[7]);
 }
 
 // The header's size field for `size`: saturated for a big object of 4 GiB or more.

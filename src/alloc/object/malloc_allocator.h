@@ -141,7 +141,10 @@ class ObMallocAllocator {
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
   // free or an overwritten tail canary is reported through report_error(). nullptr fails
   // the fast path's registry test (no chunk at address 0), so only the slow path asks.
-  static void free(void* ptr) { ObjectSet::free_fast(ptr, &free_checked); }
+  static void free(void* ptr) {
+    ObjectSet::free_fast(
+        ptr, [] { return malloc_front::static_entry().heap; }, &free_checked);
+  }
   // Requested size of a live object; -1 (and a report) for an invalid pointer.
   static int64_t get_size(void* ptr);
   // Bytes the caller may use (at least the requested size): the object is grown in place

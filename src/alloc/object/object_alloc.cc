@@ -21,7 +21,7 @@ void store_big_size(void* ptr, int64_t size) {
 }
 
 void* slot_start_user(ABlock* block) {
-  return static_cast<char*>(block_data(block)) + slab_of(block)->big_offset_;
+  return static_cast<char*>(block_data(block)) + slab_of(block)->big_offset();
 }
 
 // The span bytes a big object of `size` needs, its user pointer `offset` bytes in.
@@ -43,7 +43,7 @@ void* ObjectSet::alloc_big(int64_t size, uint16_t label, int64_t head_align) {
         new (block->owner_area_) Slab();
         slab_of(block)->sc_ = Slab::BIG;
         slab_of(block)->born_zero_ = zeroed;
-        slab_of(block)->big_offset_ = static_cast<uint16_t>(offset);
+        slab_of(block)->big_placed_ = offset == BIG_PLACED_OFFSET;
       },
       // The header is in the first block; a pad header further in, or a bad pointer,
       // takes ptr2block's second look.
@@ -165,7 +165,7 @@ void ObjectSet::made_findable(ABlock* block, Slab* slab) {
   set->push_ready(block);
 }
 
-void ObjectSet::free_foreign(void* ptr, ABlock* block, Slab* slab) {
+void ObjectSet::free_foreign(void* ptr, ABlock* block, Slab* slab, ThreadHeap* bin) {
   // A slab this thread let go when it filled, or another thread's: the object waits in
   // this thread's stash for its next malloc of the class, as tcmalloc's per-CPU lists
   // take any object. The slab stays as it is, its owner's counts untouched; the stash
@@ -173,16 +173,34 @@ void ObjectSet::free_foreign(void* ptr, ABlock* block, Slab* slab) {
   // from an idle heap. A thread with no heap in the set (one that only frees) does not
   // get one for it.
   run_slow_path_hook();
-  ThreadHeap* heap = ObjectMgr::shard_of(block).set_->existing_heap();
+  ThreadHeap* heap = bin != nullptr && slab->set_index_ == bin->set_index()
+                         ? bin
+                         : ObjectMgr::shard_of(block).set_->existing_heap();
   if (heap != nullptr && heap->stash_push(slab->sc_, ptr, block)) return;
   free_slow(ptr, block, slab, false);
+}
+
+namespace {
+
+ACHUNK_TLS bool g_fast_free_missed;
+void note_missed(void*) {
+  g_fast_free_missed = true;
+}
+
+}  // namespace
+
+bool ObjectSet::try_free_fast(void* ptr) {
+  g_fast_free_missed = false;
+  free_fast(
+      ptr, []() -> ThreadHeap* { return nullptr; }, &note_missed);
+  return !g_fast_free_missed;
 }
 
 int64_t ObjectSet::usable_size(void* ptr) {
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
   const Slab* slab = slab_of(block);
   if (slab->sc_ == Slab::BIG) {
-    return BlockSet::span_bytes(block) - slab->big_offset_ - AOBJECT_TAIL_SIZE;
+    return BlockSet::span_bytes(block) - slab->big_offset() - AOBJECT_TAIL_SIZE;
   }
   return class_slot_size(slab->sc_) - AOBJECT_META_SIZE;
 }
@@ -197,7 +215,7 @@ bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
     SubObjectMgr& shard = ObjectMgr::shard_of(block);
     std::lock_guard<SpinLock> guard(shard.lock_);
     if (!shard.block_set_.grow_block(block,
-                                     big_span_bytes(slab_of(block)->big_offset_, new_size))) {
+                                     big_span_bytes(slab_of(block)->big_offset(), new_size))) {
       return false;
     }
   }
@@ -220,7 +238,7 @@ void* ObjectSet::grow_back(void* ptr, int64_t new_size, int64_t keep) {
     head = shard.block_set_.grow_block_back(block, big_span_bytes(BIG_OFFSET, new_size));
     if (head == nullptr) return nullptr;
     slab_of(head)->born_zero_ = false;
-    slab_of(head)->big_offset_ = BIG_OFFSET;  // it moves to the new head's start
+    slab_of(head)->big_placed_ = false;  // it moves to the new head's start
     // A valid object at the span's start before the lock goes: a usage scan may look.
     moved = slot_start_user(head);
     store_big_size(moved, old_size);
@@ -251,7 +269,7 @@ void* ObjectSet::resize_dedicated(void* ptr, int64_t new_size, bool only_units_p
   // The mapped size is read under the lock: the washer's trim_chunk shrinks the mapping
   // of an idle tail meanwhile (BlockSet::trim_idle_slack).
   if (only_units_past &&
-      chunk_aligned_size(big_span_bytes(slab_of(block)->big_offset_, new_size)) >=
+      chunk_aligned_size(big_span_bytes(slab_of(block)->big_offset(), new_size)) >=
           AChunk::ptr2chunk(block)->aligned()) {
     return ptr;
   }
@@ -269,7 +287,7 @@ void* ObjectSet::trim_big(void* ptr) {
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::BIG) return ptr;
   ABlock* block = BlockSet::ptr2block(header_of(ptr));
-  const int64_t bytes = big_span_bytes(slab_of(block)->big_offset_, object_size(ptr, h));
+  const int64_t bytes = big_span_bytes(slab_of(block)->big_offset(), object_size(ptr, h));
   if (block->dedicated()) {
     // Only whole 2 MiB units: the pages of the last one stay charged until the free. The
     // mapping keeps its tail until the block layer finds it idle (trim_idle_slack).
@@ -291,7 +309,7 @@ bool ObjectSet::shrink_moves(void* ptr, int64_t new_size) {
     // A dedicated chunk keeps its mapping: a packet buffer shrunk after each request
     // grows back into it without a syscall, and its tail goes back once idle.
     if (block->dedicated()) return false;
-    held = align_up(big_span_bytes(slab->big_offset_, new_size), ABLOCK_SIZE);
+    held = align_up(big_span_bytes(slab->big_offset(), new_size), ABLOCK_SIZE);
   } else {
     held = class_slot_size(slab->sc_);
   }

@@ -23,8 +23,6 @@ uint64_t live_header(void* ptr, bool also_big_aligned) {
       if (also_big_aligned) return h;
       break;
     case ObjectState::FREE:
-    case ObjectState::QUEUED:
-    case ObjectState::QUEUED_FREE:
       report_object(ErrorKind::DOUBLE_FREE, ptr, h, "object is already free");
       return 0;
   }

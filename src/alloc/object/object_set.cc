@@ -51,13 +51,10 @@ void on_thread_exit(void*) {
       continue;
     }
     sets[i] = g_sets[i].load(std::memory_order_acquire);
-    // First out of the lists: a look that closed the heap's stash or the thread's queue
-    // and backed off would leave the calls below empty-handed, and what they missed
-    // would go with the heap and the state.
+    // First out of the lists: a look that closed the heap's stash and backed off would
+    // leave the calls below empty-handed, and what they missed would go with the heap.
     if (sets[i] != nullptr) sets[i]->unlink_heap(heap);
   }
-  // While every heap is the thread's: the queued frees may stash their objects.
-  ObjectSet::check_queued_frees();
   for (int i = 0; i < ObjectSet::MAX_SETS; ++i) {
     ThreadHeap* heap = state.heaps[i];
     if (heap == nullptr) continue;
@@ -80,7 +77,8 @@ void arm_thread_exit() {
 
 ObjectSet::ObjectSet(ChunkSource& source) : source_(source), mgr_(source, this) {
   std::lock_guard<SpinLock> guard(g_sets_lock);
-  for (int i = 0; i < MAX_SETS; ++i) {
+  // Below Slab::NO_SET: a slab records its set's index in a byte.
+  for (int i = 0; i < MAX_SETS && i < Slab::NO_SET; ++i) {
     if (g_sets[i].load(std::memory_order_relaxed) == nullptr) {
       index_ = i;
       g_sets[i].store(this, std::memory_order_release);
@@ -120,16 +118,8 @@ ThreadHeap* ObjectSet::create_heap() {
   });
   if (block == nullptr) return nullptr;
   // Built after the shard lock: its pages may be fresh (see new_slab).
-  ThreadHeap* heap = new (block_data(block)) ThreadHeap(this);
+  ThreadHeap* heap = new (block_data(block)) ThreadHeap(this, static_cast<uint8_t>(index_));
   heap->keep_emptied_current_ = barrier_available();
-  // Before the heap is listed: a look reads state_ as soon as it finds the heap. The
-  // queue opens with the thread's first heap that a look may take it through, which no
-  // look can have found yet; later ones leave open to the looks.
-  heap->state_ = state;
-  if (heap->keep_emptied_current_ && !state->free_queue.enabled) {
-    state->free_queue.enabled = true;
-    state->free_queue.open.store(true, std::memory_order_relaxed);
-  }
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
     heap->next_heap_ = heaps_;
@@ -144,7 +134,6 @@ ThreadHeap* ObjectSet::create_heap() {
 void ObjectSet::flush_thread_heap() {
   ThreadHeap* heap = existing_heap();
   if (heap != nullptr) unlink_heap(heap);  // first, as at thread exit
-  check_queued_frees();
   if (heap != nullptr) {
     heap->unstash_all();
     ThreadState& state = thread_state();
@@ -190,16 +179,14 @@ int64_t ObjectSet::reclaim_idle_spares() {
   int64_t bytes = 0;
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
-    // Idle heaps with current slabs, stashed objects or queued frees (their thread's),
-    // held locked until one barrier covers them all.
+    // Idle heaps with current slabs or stashed objects, held locked until one barrier
+    // covers them all.
     ThreadHeap* held[HEAPS_PER_BARRIER];
     ABlock* unhooked[HEAPS_PER_BARRIER];
-    FreeQueue* queues[HEAPS_PER_BARRIER];
     int n = 0;
     auto take_held = [&] {
       const bool barrier = source_.process_barrier();
       for (int i = 0; i < n; ++i) {
-        if (queues[i] != nullptr) stolen = take_queue(*queues[i], barrier, stolen);
         stolen = held[i]->take_stash(barrier, stolen);
         chain = held[i]->take_emptied_current(unhooked[i], barrier, chain, &bytes);
         held[i]->lock_.unlock();
@@ -218,12 +205,8 @@ int64_t ObjectSet::reclaim_idle_spares() {
         chain = heap->give_up_spares(chain, &bytes);
         chain = heap->give_up_freed_slabs(chain, &bytes);
         ABlock* current = heap->unhook_current();
-        FreeQueue* queue = heap->keep_emptied_current_ && heap->state_->free_queue.close()
-                               ? &heap->state_->free_queue
-                               : nullptr;
-        if (heap->close_stash() || current != nullptr || queue != nullptr) {
+        if (heap->close_stash() || current != nullptr) {
           held[n] = heap;
-          queues[n] = queue;
           unhooked[n++] = current;
           if (n == HEAPS_PER_BARRIER) take_held();
           continue;
@@ -450,6 +433,7 @@ ABlock* ObjectSet::new_slab(int sc, const void* owner) {
   ABlock* block = take_span(bytes, [&](ABlock* block) {
     Slab* slab = new (block->owner_area_) Slab();
     slab->sc_ = static_cast<uint16_t>(sc);
+    slab->set_index_ = index_ < 0 ? Slab::NO_SET : static_cast<uint8_t>(index_);
     slab->capacity_ = static_cast<uint16_t>((bytes - slab_lead(sc)) / class_slot_size(sc));
   });
   if (block == nullptr) return nullptr;

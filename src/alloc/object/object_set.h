@@ -87,13 +87,17 @@ class ObjectSet {
   static inline void free(void* ptr);  // defined in thread_heap.h
   // The same when the caller already found the object's span (inline, in thread_heap.h).
   static inline void free(void* ptr, ABlock* block);
-  // The common free, every check included: a small object in use on a slab of any thread
-  // (or of none), its canary intact; at once, or through the queue for a slab the
-  // thread disowned (free_queued). Anything else (big objects, aligned pointers, any failed check)
-  // goes untouched to `fallback`, the caller's full path, which frees it or reports what
-  // is wrong; a tail call, so the fast path saves no register. `ptr` must not be null.
+  // The common free, every check included at the free itself: a small object in use on
+  // a slab of any thread (or of none), its canary intact. Anything else (big objects,
+  // aligned pointers, any failed check) goes untouched to `fallback`, the caller's full
+  // path, which frees it or reports what is wrong; a tail call, so the fast path saves
+  // no register. `ptr` must not be null.
   using FreeFallback = void (*)(void* ptr);
-  __attribute__((always_inline)) static inline void free_fast(void* ptr, FreeFallback fallback);
+  // `bin_of()`: the calling thread's heap whose bins take the frees of its set's objects,
+  // or nullptr; asked only for an object the calling thread does not own.
+  template <typename BinOf>
+  __attribute__((always_inline)) static inline void free_fast(void* ptr, BinOf bin_of,
+                                                              FreeFallback fallback);
   // free_fast for tests: false where it would have called the fallback.
   static bool try_free_fast(void* ptr);
   // malloc_usable_size's common case, every check included: a small object in use with
@@ -264,14 +268,6 @@ class ObjectSet {
   // ones are disowned until a free makes room. Runs at thread exit; callers may also run
   // it when a thread goes idle. First settles the ready stacks (settle_ready).
   void flush_thread_heap();
-  // Checks and frees what the calling thread's frees queued, in every set: at process
-  // exit, so a bad free made just before is still reported; tests too.
-  static void check_queued_frees();
-  // Option free_checks_queued, for every set: off, every free is checked at the free
-  // itself (what is queued already is checked as before). On by default.
-  static void set_free_checks_queued(bool on) {
-    free_checks_queued_.store(on, std::memory_order_relaxed);
-  }
   // A span of the set's blocks for a layer above (memory contexts keep their pages in
   // them); charged like any other, skipped by usage scans, refused by ob_free.
   ABlock* alloc_span(int64_t bytes);
@@ -319,11 +315,8 @@ class ObjectSet {
   // from idle heaps back to their slabs.
   int64_t spares_reclaimed() const { return spares_reclaimed_.load(std::memory_order_relaxed); }
   int64_t stash_reclaimed() const { return stash_reclaimed_.load(std::memory_order_relaxed); }
-  // Of those, the queued frees it checked for idle threads.
-  int64_t queue_reclaimed() const { return queue_reclaimed_.load(std::memory_order_relaxed); }
-  // Takes the calling thread's heap off the set's list: no look reaches it, its stash or
-  // its thread's free queue through it from then on (abandon's first step; the owner's
-  // last unstash and queue checks then find everything).
+  // Takes the calling thread's heap off the set's list: no look reaches it or its stash
+  // from then on (abandon's first step; the owner's last unstash then finds everything).
   void unlink_heap(ThreadHeap* heap);
   // Gives an unlinked heap back (see flush_thread_heap). `keep_warm`: its empty slabs
   // may stay warm (a thread's exit, not a flush).
@@ -387,28 +380,10 @@ class ObjectSet {
   // disowned one): stashed unless `may_stash` is false, else a remote free.
   static void free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash = true);
   // free_slow's stash: into this thread's stash of the slab's set if it has one with
-  // room, else the remote free.
-  __attribute__((noinline)) static void free_foreign(void* ptr, ABlock* block, Slab* slab);
-  // The free of an object of a slab this thread disowned, likely cold: its lines
-  // fetched and its header marked QUEUED, it waits in the thread's queue (FreeQueue)
-  // while the oldest queued free is checked and freed (check_queued), so the header and
-  // canary a check reads have come by then. At once, as free_fast would, for a thread
-  // without a state, a slot above FreeQueue::SLOT_MAX, a pointer that is not a slot's (an
-  // aligned one, say, whose pad the slow path knows), with free_checks_queued off, or
-  // while another thread's look takes the queue; `fallback` when that immediate check
-  // fails. A second free of a queued object is reported by its check.
-  __attribute__((noinline)) static void free_queued(void* ptr, ABlock* block, Slab* slab,
-                                                    FreeFallback fallback);
-  // A queued object: its checks, then its free; a failure is reported.
-  static void check_queued(void* ptr, ABlock* block);
-  // A queued object's checks: true, the object then FREE, or false after the report.
-  static bool take_queued(void* ptr);
-  [[gnu::noinline, gnu::cold]] static void report_failed_check(void* ptr, uint64_t header);
-  // The free of a slab's object already marked FREE: its owner's, or another thread's.
-  static void free_taken(void* ptr, ABlock* block, Slab* slab);
-  // A look's take of an idle thread's queue (FreeQueue::take): the objects that pass
-  // their checks, FREE, chained onto `chain` for release_stolen.
-  void* take_queue(FreeQueue& queue, bool barrier, void* chain);
+  // room, else the remote free. `bin`: the calling thread's heap to try first (see
+  // free_fast), or nullptr.
+  __attribute__((noinline)) static void free_foreign(void* ptr, ABlock* block, Slab* slab,
+                                                     ThreadHeap* bin = nullptr);
   // A remote free cleared a disowned slab's REMOTE_NOTIFY: its former owner takes it
   // back, anyone else pushes it onto the ready stack.
   __attribute__((noinline)) static void made_findable(ABlock* block, Slab* slab);
@@ -449,14 +424,12 @@ class ObjectSet {
   std::atomic<int64_t> slabs_settled_empty_{0};
   std::atomic<int64_t> spares_reclaimed_{0};
   std::atomic<int64_t> stash_reclaimed_{0};
-  std::atomic<int64_t> queue_reclaimed_{0};
   // Carved bytes of the warm slabs, and warm pushes and adoptions since the last look.
   std::atomic<int64_t> warm_bytes_{0};
   std::atomic<int64_t> warm_activity_{0};
   std::atomic<int64_t> warm_kept_{0};
   std::atomic<int64_t> warm_adopted_{0};
   std::atomic<int64_t> warm_touched_us_{0};  // the last keep or adoption, on source_'s clock
-  static inline std::atomic<bool> free_checks_queued_{true};
   static inline std::atomic<bool (*)()> slow_path_hook_{nullptr};
   static inline std::atomic<bool> slow_path_hook_armed_{false};
   __attribute__((noinline, cold)) static void fire_slow_path_hook();
@@ -607,7 +580,11 @@ __attribute__((always_inline)) inline bool take_live(void* ptr) {
   return true;
 }
 
-inline void ObjectSet::free_fast(void* ptr, FreeFallback fallback) {
+template <typename BinOf>
+inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback) {
+  // The header is read last, after two dependent loads of span state; a prefetch never
+  // faults, so it starts before the lookup proves the pointer ours.
+  __builtin_prefetch(header_of(ptr), 1);
   ABlock* block = object_span_fast(ptr);
   if (block == nullptr) return fallback(ptr);
   Slab* slab = slab_of(block);
@@ -618,15 +595,14 @@ inline void ObjectSet::free_fast(void* ptr, FreeFallback fallback) {
     if (!take_live(ptr)) return fallback(ptr);
     return ThreadHeap::free_local(block, slab, ptr);
   }
-  if (slab->sc_ >= SIZE_CLASS_COUNT) return fallback(ptr);  // a big object, a heap, a lent span
-  // A slab this thread let go when it filled: its live set outgrew the full slabs a heap
-  // keeps, so a random one of its objects is likely cold. Its checks wait in the queue.
-  if (disowned_by_this_thread(owner)) return free_queued(ptr, block, slab, fallback);
-  // An object another core wrote: its header and canary are both likely misses, on lines
-  // the other core may still hold.
-  prefetch_tail_bounds(ptr, slab->sc_);
+  const int sc = slab->sc_;
+  if (sc >= SIZE_CLASS_COUNT) return fallback(ptr);  // a big object, a heap, a lent span
+  // Another thread's object, or one of a slab its owner let go: likely cold, its header
+  // and canary on lines another core may hold. Checked here all the same, then into the
+  // bin of the calling thread's heap when the slab is of the bin's set.
+  prefetch_tail_bounds(ptr, sc);
   if (!take_live(ptr)) return fallback(ptr);
-  return free_foreign(ptr, block, slab);
+  return free_foreign(ptr, block, slab, bin_of());
 }
 
 }  // namespace achunk

@@ -98,9 +98,16 @@ struct Slab {
   // Owner only (read by another thread only under its heap's lock): its heap's current
   // slab, which stays current when its last object is freed (ThreadHeap::pop).
   bool in_current_ = false;
-  // A big object's span: where its user pointer starts (BIG_OBJECT_OFFSET or
-  // BIG_PLACED_OFFSET).
-  uint16_t big_offset_ = BIG_OBJECT_OFFSET;
+  // A big object's span: its user pointer starts at BIG_PLACED_OFFSET, not at
+  // BIG_OBJECT_OFFSET (big_offset()).
+  bool big_placed_ = false;
+  // A slab's: its set's index (ObjectSet::index()), NO_SET for a set without one. A free
+  // puts an object into a thread's bin only when it matches the bin's set, read from the
+  // line the class comes from.
+  uint8_t set_index_ = NO_SET;
+  static constexpr uint8_t NO_SET = 0xFF;
+
+  int64_t big_offset() const { return big_placed_ ? BIG_PLACED_OFFSET : BIG_OBJECT_OFFSET; }
 };
 static_assert(sizeof(Slab) <= sizeof(ABlock::owner_area_));
 

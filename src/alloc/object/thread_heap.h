@@ -83,7 +83,7 @@ class ThreadHeap {
   static constexpr int64_t PAGE_STASH_SLOT_MAX = thread_heap_detail::PAGE_STASH_SLOT_MAX;
   static int stash_cap(int sc) { return thread_heap_detail::STASH_CAP.n[sc]; }
 
-  explicit ThreadHeap(ObjectSet* set) : set_(set) {}
+  ThreadHeap(ObjectSet* set, uint8_t set_index) : set_(set), set_index_(set_index) {}
 
   // A free slot of class sc from the current slab, without a call; nullptr when it has
   // none. The caller writes header and tail. popping_ is up around the pop: another thread
@@ -163,6 +163,7 @@ class ThreadHeap {
   }
 
   ObjectSet* set() const { return set_; }
+  uint8_t set_index() const { return set_index_; }
   // Refills so far, and the slabs they looked at (each adopted, collected or carved slab
   // counts once): their ratio stays flat however large the live set grows.
   uint64_t refills() const { return refills_; }
@@ -176,14 +177,14 @@ class ThreadHeap {
 
   // The owner stashes a freed object (header FREE, still counted in its slab's used_) of
   // class sc from slab `block`, its own or another thread's; false when the class has no
-  // stash, there is no barrier for the look, or the look is taking the stash now: the
-  // caller frees it into its slab. Inline while the stash has room (every free that lands
-  // in a full or foreign slab comes here); a full one first gives half back, out of line.
+  // stash or the look is taking the stash now: the caller frees it into its slab. Without
+  // the process barrier no look takes a stash, and the owner's works the same. Inline while the
+  // stash has room (every free that lands in a full or foreign slab comes here); a full one first
+  // gives half back, out of line.
   __attribute__((always_inline)) bool stash_push(int sc, void* p, const ABlock* block) {
     // Read again inside the handshake: the look may empty the stash in between, never
     // fill it, so this test only sends a push out of line too often.
-    if (stash_count_[sc].load(std::memory_order_relaxed) >= stash_cap(sc) ||
-        !keep_emptied_current_) {
+    if (stash_count_[sc].load(std::memory_order_relaxed) >= stash_cap(sc)) {
       return stash_push_full(sc, p, block);
     }
     return stash_push_room(sc, p, block);
@@ -353,6 +354,7 @@ class ThreadHeap {
   std::atomic<ABlock*> current_[SIZE_CLASS_COUNT] = {};
   ObjectSet* set_;
   std::atomic<bool> popping_{false};
+  const uint8_t set_index_;  // set_'s index, as its slabs record it (Slab::set_index_)
   // Whether an emptied current slab stays current: only where the look can take it from
   // an idle heap (Os::process_barrier), else it is parked as a spare like any emptied slab.
   bool keep_emptied_current_ = false;
@@ -398,8 +400,6 @@ class ThreadHeap {
   uint64_t seen_activity_ = UINT64_MAX;  // activity_ at the last look by another thread
   ThreadHeap* prev_heap_ = nullptr;      // the set's heaps (ObjectSet::heaps_lock_)
   ThreadHeap* next_heap_ = nullptr;
-  // The owner's state, whose free queue another thread's look takes with the stash.
-  ThreadState* state_ = nullptr;
 };
 
 // The budgets hold one carving of every plain class (a lone object cycled in each keeps its

@@ -20,8 +20,7 @@ void set_next(void* p, void* next) {
 }  // namespace
 
 bool ThreadHeap::stash_push_full(int sc, void* p, const ABlock* block) {
-  // Without the barrier no other thread could take the stash of a heap gone idle.
-  if (stash_cap(sc) == 0 || !keep_emptied_current_) return false;
+  if (stash_cap(sc) == 0) return false;
   unstash_half(sc);
   return stash_push_room(sc, p, block);
 }
@@ -29,9 +28,6 @@ bool ThreadHeap::stash_push_full(int sc, void* p, const ABlock* block) {
 void ThreadHeap::stash_gc() {
   const int sc = stash_cursor_;
   stash_cursor_ = sc + 1 == SIZE_CLASS_COUNT ? 0 : sc + 1;
-  // Once a round of refills, the thread's queued frees too: a thread that stopped
-  // freeing into slabs it let go keeps none waiting.
-  if (sc == 0) ObjectSet::check_queued_frees();
   if (stash_taken_[sc]) {
     stash_taken_[sc] = false;
     return;

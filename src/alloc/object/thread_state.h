@@ -4,8 +4,8 @@
 // allocation (ObjectSet::own_thread_state) and given back at its exit, so TLS keeps one
 // pointer: a thread that never allocates costs nothing, and glibc zeroes no cache when a
 // thread starts. Until then the pointer names a shared, read-only, empty state on which
-// every lookup misses. Also the thread's queue of frees whose checks wait. Depends on
-// free_queue.h, the base layer's tls.h and fork_locks.h, and the platform layer's os.h.
+// every lookup misses. Depends on the base layer's tls.h and fork_locks.h and the
+// platform layer's os.h.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,6 @@
 #include "achunk/base/fork_locks.h"
 #include "achunk/base/tls.h"
 #include "achunk/platform/os.h"
-#include "alloc/object/free_queue.h"
 
 namespace achunk {
 
@@ -66,7 +65,6 @@ struct alignas(4096) ThreadState {
   uint32_t heap_generation[object_set_tls::MAX_SETS];
   LabelCacheEntry label_cache[LABEL_CACHE_ENTRIES];
   TaCache ta_cache;
-  FreeQueue free_queue;
   // Pool bookkeeping: written since the state was last zeroed (a washed state reads 0
   // and needs no clearing), and the link of the pool's list of resident states.
   bool dirty;

@@ -45,10 +45,7 @@ class ObMallocTest : public ChunkMgrTest {
   ObTenantCtxAllocator& ta(int ctx = DEFAULT_CTX_ID) {
     return *alloc_->get_tenant_ctx_allocator(TENANT, ctx);
   }
-  // A queued free still counts its object until its check runs: the thread's queue is
-  // checked first, so the usage is the thread's own frees exactly.
   LabelUsage usage_of(const char* label, int ctx = DEFAULT_CTX_ID) {
-    ObjectSet::check_queued_frees();
     LabelUsage out[64];
     LabelUsage total;
     const int n = ta(ctx).object_set().scan_usage(out, 64, &total);
