@@ -276,10 +276,8 @@ std::string achunk_page(const InstallPaths& p) {
   out += ".PP\n" +
          roff_text(
              "Each of these three is one line written to stderr with write(2), ADDR in 16 hex "
-             "digits; then the process aborts (abort(3), SIGABRT). A free into a slab its thread "
-             "let go is checked a few frees later (free_checks_queued, on by default): its "
-             "report adds \", found by a later free's check\" and comes from a later free's "
-             "stack; free_checks_queued:false checks every free at the free itself.") +
+             "digits; then the process aborts (abort(3), SIGABRT). Every free is checked at "
+             "the free itself, so the report and the abort come from the bad free's stack.") +
          "\n";
   out += tagged(bold("achunk: ignoring ACHUNK_CONF entry '") + italic("ENTRY") + bold("': ") +
                     italic("REASON") + bold(" (default kept)"),

@@ -7,7 +7,6 @@
 // Depends on aobject.h.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
 #include "alloc/object/aobject.h"
@@ -135,38 +134,6 @@ inline constexpr SlabSizeTable SLAB_SIZE_TABLE{};
 inline int64_t slab_bytes(int sc) {
   return SLAB_SIZE_TABLE.bytes[sc];
 }
-
-// Whether a distance from a slab's first user pointer is a whole number of slots, with
-// a multiply instead of a division (a queued free asks; an idiv costs more than the
-// miss it hides): d = odd * 2^twos divides x exactly when rotr(x * odd^-1, twos) is at
-// most UINT64_MAX / d (Granlund and Montgomery's test).
-constexpr uint64_t odd_inverse(uint64_t odd) {
-  uint64_t x = odd;  // right to 3 bits; each Newton step doubles them
-  for (int i = 0; i < 5; ++i) x *= 2 - odd * x;
-  return x;
-}
-struct SlotDivTable {
-  uint64_t inverse[SIZE_CLASS_COUNT];
-  uint64_t limit[SIZE_CLASS_COUNT];
-  uint8_t twos[SIZE_CLASS_COUNT];
-  constexpr SlotDivTable() : inverse(), limit(), twos() {
-    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-      const auto slot = static_cast<uint64_t>(any_class_slot_formula(sc));
-      twos[sc] = static_cast<uint8_t>(std::countr_zero(slot));
-      inverse[sc] = odd_inverse(slot >> twos[sc]);
-      limit[sc] = UINT64_MAX / slot;
-    }
-  }
-};
-inline constexpr SlotDivTable SLOT_DIV_TABLE{};
-constexpr bool whole_slots(int sc, uint64_t distance) {
-  return std::rotr(distance * SLOT_DIV_TABLE.inverse[sc], SLOT_DIV_TABLE.twos[sc]) <=
-         SLOT_DIV_TABLE.limit[sc];
-}
-static_assert(class_slot_formula(9) == 224 && whole_slots(9, 3 * 224) &&
-              !whole_slots(9, 3 * 224 + 32) && !whole_slots(9, 64) &&
-              !whole_slots(9, uint64_t{0} - 224));
-static_assert(whole_slots(PAGE_CLASS_BASE, 5 * 4096) && !whole_slots(PAGE_CLASS_BASE, 4080));
 
 // Smallest class whose slot holds `size` user bytes plus the meta, computed.
 constexpr int size_class_compute(int64_t size) {
