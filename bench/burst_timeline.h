@@ -30,6 +30,7 @@ class BurstStatsHost final : public StatsHost {
   bool housekeeping_running() override { return false; }
   ThreadStatePoolStats thread_states() override { return {}; }
   int64_t lock_sleeps() override { return SpinLock::sleeps(); }
+  AllocatorOverhead overhead() override { return objs_.overhead(); }
 
  private:
   AChunkMgr& mgr_;

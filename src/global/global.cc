@@ -73,6 +73,7 @@ struct Globals final : StatsHost {
   }
   ThreadStatePoolStats thread_states() override { return thread_state_pool_stats(); }
   int64_t lock_sleeps() override { return SpinLock::sleeps(); }
+  AllocatorOverhead overhead() override { return malloc_allocator.overhead(); }
 
   // Pushes every option value to the objects that use them (at start-up).
   void apply() {
@@ -365,6 +366,13 @@ void install_fork_handlers() {
 
 AChunkMgr& global_chunk_mgr() {
   return globals().chunk_mgr;
+}
+
+AllocatorOverhead global_overhead() {
+  Globals& g = globals();
+  AllocatorOverhead o = g.malloc_allocator.overhead();
+  o.stats_region = g.stats.mapped_bytes();
+  return o;
 }
 namespace global_detail {
 std::atomic<ObMallocAllocator*> malloc_allocator{nullptr};

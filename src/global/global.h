@@ -23,6 +23,8 @@ ObMallocAllocator& create_and_get_malloc_allocator();
 }  // namespace global_detail
 
 AChunkMgr& global_chunk_mgr();
+// What the process-wide allocator holds for itself, its stats region included. Lock-free.
+AllocatorOverhead global_overhead();
 inline ObMallocAllocator& global_malloc_allocator() {
   ObMallocAllocator* a = global_detail::malloc_allocator.load(std::memory_order_acquire);
   return a != nullptr ? *a : global_detail::create_and_get_malloc_allocator();

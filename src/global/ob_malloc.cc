@@ -40,7 +40,8 @@ bool ob_set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes) {
 
 int64_t ob_print_usage(char* buf, int64_t len, bool json) {
   ObMallocAllocator& a = global_malloc_allocator();
-  return json ? a.print_usage_json(buf, len) : a.print_usage(buf, len);
+  const AllocatorOverhead overhead = global_overhead();
+  return json ? a.print_usage_json(buf, len, &overhead) : a.print_usage(buf, len, &overhead);
 }
 
 void ob_flush_thread_caches() {

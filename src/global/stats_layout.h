@@ -12,7 +12,7 @@ namespace achunk::stats {
 
 inline constexpr uint64_t MAGIC = 0x5453'4b4e'5548'4341ULL;  // "ACHUNKST", little-endian
 inline constexpr uint16_t MAJOR = 1;
-inline constexpr uint16_t MINOR = 8;  // 1.8: lock_sleeps
+inline constexpr uint16_t MINOR = 9;  // 1.9: overhead and its parts
 inline constexpr char MEMFD_NAME[] = "achunk-stats";
 inline constexpr int64_t REGION_SIZE = 32 * 1024;
 

@@ -27,6 +27,7 @@ struct Extra {
   int64_t usage_age_ms = -1;
   ThreadStatePoolStats threads;
   int64_t lock_sleeps = 0;
+  AllocatorOverhead overhead;
 };
 
 bool has(const char* name, const char* part) {
@@ -75,6 +76,11 @@ void visit_fields(const ChunkMgrStats& s, const int64_t* options, const Extra& x
   f("", "thread_states_free", FieldUnit::COUNT, x.threads.free);
   f("", "thread_states_washed", FieldUnit::COUNT, x.threads.washed);
   f("", "lock_sleeps", FieldUnit::COUNT, x.lock_sleeps);
+  f("", "overhead", FieldUnit::BYTES, x.overhead.total());
+  f("overhead.", "thread_states", FieldUnit::BYTES, x.overhead.thread_states);
+  f("overhead.", "thread_heaps", FieldUnit::BYTES, x.overhead.thread_heaps);
+  f("overhead.", "chunk_headers", FieldUnit::BYTES, x.overhead.chunk_headers);
+  f("overhead.", "stats_region", FieldUnit::BYTES, x.overhead.stats_region);
 }
 
 constexpr int THP_SIZE = sizeof(ChunkMgrStats::thp_mode);
@@ -181,6 +187,7 @@ bool StatsRegion::create() {
     return false;
   }
   std::memset(region_.addr, 0, stats::REGION_SIZE);
+  mapped_bytes_.store(stats::REGION_SIZE, std::memory_order_relaxed);
   stats::Header* h = header();
   h->major = stats::MAJOR;
   h->minor = stats::MINOR;
@@ -262,6 +269,8 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   x.usage_age_ms = usage_at_us_ < 0 ? -1 : (now_us - usage_at_us_) / 1000;
   x.threads = host_.thread_states();
   x.lock_sleeps = host_.lock_sleeps();
+  x.overhead = host_.overhead();
+  x.overhead.stats_region = stats::REGION_SIZE;  // this region, mapped while it refreshes
 
   stats::Header* h = header();
   unsigned char* base = mutable_bytes();
@@ -395,12 +404,14 @@ void StatsRegion::destroy() {
   __atomic_store_n(&header()->generation, 0, __ATOMIC_RELEASE);
   os_.unmap_shared_region(region_, stats::REGION_SIZE);
   region_ = {};
+  mapped_bytes_.store(0, std::memory_order_relaxed);
 }
 
 void StatsRegion::forget_after_fork(int64_t not_before_us) {
   // Only this thread exists in the child: whoever held busy_ is gone.
   os_.unmap_shared_region(region_, stats::REGION_SIZE);
   region_ = {};
+  mapped_bytes_.store(0, std::memory_order_relaxed);
   create_failed_ = false;
   next_usage_us_ = 0;
   next_us_.store(not_before_us, std::memory_order_relaxed);

@@ -62,6 +62,9 @@ class StatsHost {
   virtual ThreadStatePoolStats thread_states() = 0;
   // Lock waits that slept, all locks of the process (SpinLock::sleeps()).
   virtual int64_t lock_sleeps() = 0;
+  // What the allocator holds for itself (ObMallocAllocator::overhead()); lock-free. The
+  // region adds its own size.
+  virtual AllocatorOverhead overhead() = 0;
 
  protected:
   ~StatsHost() = default;
@@ -86,6 +89,7 @@ class ChunkOnlyStatsHost final : public StatsHost {
   bool housekeeping_running() override { return false; }
   ThreadStatePoolStats thread_states() override { return {}; }
   int64_t lock_sleeps() override { return SpinLock::sleeps(); }
+  AllocatorOverhead overhead() override { return {}; }
   const Options& options() const { return opts_; }
 
  private:
@@ -134,6 +138,8 @@ class StatsRegion final : public ChunkListener {
   unsigned char* mutable_bytes() { return static_cast<unsigned char*>(region_.addr); }
   int fd() const { return region_.fd; }
   int64_t requests_served() const { return served_; }
+  // Bytes of the region while it is mapped, else 0; read by any thread.
+  int64_t mapped_bytes() const { return mapped_bytes_.load(std::memory_order_relaxed); }
   int64_t usage_scans() const { return usage_scans_; }
 
  private:
@@ -158,7 +164,8 @@ class StatsRegion final : public ChunkListener {
   std::atomic<bool> busy_{false};
   // Owned by the thread that holds busy_.
   Os::SharedRegion region_;
-  bool create_failed_ = false;  // warned once; not retried on every call
+  std::atomic<int64_t> mapped_bytes_{0};  // region_'s size while mapped (mapped_bytes)
+  bool create_failed_ = false;            // warned once; not retried on every call
   uint64_t last_request_ = 0;
   int64_t served_ = 0;
   int64_t cache_resident_ = -1;  // measured by the housekeeping thread only

@@ -44,6 +44,14 @@ class TestHost final : public StatsHost {
     return threads;
   }
   int64_t lock_sleeps() override { return sleeps; }
+  // Fixed, as thread_states is (the region adds its own size).
+  AllocatorOverhead overhead() override {
+    AllocatorOverhead o;
+    o.thread_states = 40960;
+    o.thread_heaps = 16384;
+    o.chunk_headers = 16384;
+    return o;
+  }
   ObMallocAllocator& allocator() { return *alloc_; }
 
   Options opts;

@@ -70,13 +70,16 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
   tick();
   const dump::Snapshot s = snapshot();
   const std::string text = dump::format_text(s);
-  const size_t mem = text.find("[MEMORY]");
+  const size_t mem = text.find("[MEMORY] tenant_id");
   ASSERT_NE(mem, std::string::npos);
   const size_t threads = text.find("[THREAD_STATES]");
   ASSERT_NE(threads, std::string::npos);
   EXPECT_EQ(text.substr(threads, mem - threads),
             "[THREAD_STATES] in_use=       7 free=       3 washed=       1\n"
-            "[LOCKS] sleeps=1,234\n");
+            "[LOCKS] sleeps=1,234\n"
+            "[MEMORY] overhead=        106,496 thread_states=         40,960 "
+            "thread_heaps=         16,384 chunk_headers=         16,384 "
+            "stats_region=         32,768\n");
   EXPECT_EQ(text.substr(mem),
             "[MEMORY] tenant_id= 1002 ctx_id=DEFAULT_CTX_ID hold=      2,097,152 used=          "
             "  100 limit=     67,108,864 free_spans=      2,056,192 washed=      2,056,192 "
@@ -102,7 +105,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "[OPTIONS] stats_interval_ms=0\n");
   EXPECT_EQ(
       dump::format_json(s),
-      "{\"version\":\"1\",\"region_version\":\"1.8\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
+      "{\"version\":\"1\",\"region_version\":\"1.9\",\"pid\":4242,\"refreshes\":1,\"chunk_mgr\":{"
       "\"limit\":9223372036854775807,\"hold\":2097152,\"total_hold\":2097152,\"used\":2097152,"
       "\"freelists_hold\":0,\"total_maps\":1,\"total_unmaps\":0,\"large_maps\":0,\"large_unmaps\":"
       "0,\"huge_maps\":0,\"huge_unmaps\":0,\"expired_unmaps\":0,\"resident_size\":128974848,"
@@ -138,7 +141,8 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
       "0},\"ctx_count\":1,"
       "\"requests_served\":0,\"housekeeping_running\":0,\"usage_scans\":1,\"usage_age_ms\":0,"
       "\"thread_states\":7,\"thread_states_free\":3,\"thread_states_washed\":1,"
-      "\"lock_sleeps\":1234}\n");
+      "\"lock_sleeps\":1234,\"overhead\":{\"total\":106496,\"thread_states\":40960,"
+      "\"thread_heaps\":16384,\"chunk_headers\":16384,\"stats_region\":32768}}\n");
   ObMallocAllocator::free(p);
 }
 

@@ -117,6 +117,15 @@ std::string format_text(const Snapshot& s) {
   if (s.find("lock_sleeps") != nullptr) {  // since region 1.8
     absl::StrAppendFormat(&out, "[LOCKS] sleeps=%s\n", grouped(s.get("lock_sleeps")));
   }
+  if (s.find("overhead") != nullptr) {  // since region 1.9: as the usage print's first line
+    absl::StrAppendFormat(&out,
+                          "[MEMORY] overhead=%15s thread_states=%15s thread_heaps=%15s "
+                          "chunk_headers=%15s stats_region=%15s\n",
+                          grouped(s.get("overhead")), grouped(s.get("overhead.thread_states")),
+                          grouped(s.get("overhead.thread_heaps")),
+                          grouped(s.get("overhead.chunk_headers")),
+                          grouped(s.get("overhead.stats_region")));
+  }
   // The usage dump's names; -1: not measured yet (no housekeeping thread, or a 1.0 region).
   const int64_t usage_age_ms = s.get("usage_age_ms", -1);
   // Each ctx's spans line as the usage print has it, from a region that carries it, and
@@ -225,9 +234,16 @@ std::string format_json(const Snapshot& s) {
   // -1: a region older than 1.2.
   absl::StrAppendFormat(&out,
                         ",\"thread_states\":%d,\"thread_states_free\":%d,"
-                        "\"thread_states_washed\":%d,\"lock_sleeps\":%d}\n",
+                        "\"thread_states_washed\":%d,\"lock_sleeps\":%d",
                         s.get("thread_states", -1), s.get("thread_states_free", -1),
                         s.get("thread_states_washed", -1), s.get("lock_sleeps", -1));
+  // -1: a region older than 1.9.
+  absl::StrAppendFormat(&out,
+                        ",\"overhead\":{\"total\":%d,\"thread_states\":%d,\"thread_heaps\":%d,"
+                        "\"chunk_headers\":%d,\"stats_region\":%d}}\n",
+                        s.get("overhead", -1), s.get("overhead.thread_states", -1),
+                        s.get("overhead.thread_heaps", -1), s.get("overhead.chunk_headers", -1),
+                        s.get("overhead.stats_region", -1));
   return out;
 }
 

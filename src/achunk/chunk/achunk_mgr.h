@@ -128,6 +128,8 @@ class AChunkMgr {
     return large_cache_hold_.load(std::memory_order_relaxed);
   }
   int64_t get_used() const { return get_hold() - get_freelist_hold(); }
+  // Chunks mapped now, handed out or cached: maps less unmaps, summed over the slots.
+  int64_t mapped_chunks() const;
   int64_t get_max_chunk_cache_size() const {
     return max_chunk_cache_size_.load(std::memory_order_relaxed);
   }

@@ -76,6 +76,14 @@ ChunkMgrStats AChunkMgr::get_stats(bool with_os) const {
   return s;
 }
 
+int64_t AChunkMgr::mapped_chunks() const {
+  int64_t n = 0;
+  for (const Slot& slot : slots_) {
+    n += slot.maps_.load(std::memory_order_relaxed) - slot.unmaps_.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
 int64_t AChunkMgr::print(char* buf, int64_t len) const {
   return print_chunk_stats(get_stats(), buf, len);
 }

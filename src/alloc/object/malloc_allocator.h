@@ -12,6 +12,7 @@
 #include "achunk/base/spin_lock.h"
 #include "alloc/object/malloc_front.h"
 #include "alloc/object/ob_mem_attr.h"
+#include "alloc/object/overhead.h"
 #include "alloc/object/tenant_ctx_allocator.h"
 
 namespace achunk {
@@ -177,9 +178,13 @@ class ObMallocAllocator {
   void visit_fork_locks(ForkLockVisitor& v);
 
   // "[MEMORY] tenant_id= ctx_id= hold= used= limit= free=" per ctx, then one line per
-  // label sorted by hold. Returns the length needed, like snprintf; never allocates.
-  int64_t print_usage(char* buf, int64_t len);
-  int64_t print_usage_json(char* buf, int64_t len);
+  // label sorted by hold; first, with `overhead`, its "[MEMORY] overhead=" line. Returns
+  // the length needed, like snprintf; never allocates.
+  int64_t print_usage(char* buf, int64_t len, const AllocatorOverhead* overhead = nullptr);
+  int64_t print_usage_json(char* buf, int64_t len, const AllocatorOverhead* overhead = nullptr);
+  // What the allocator holds for itself (its stats_region left 0 for the caller): the
+  // thread states, every ctx's thread heaps, and a header per mapped chunk. Lock-free.
+  AllocatorOverhead overhead();
   // fork(): the printers' scratch lock (usage_printer.cc).
   static void visit_usage_fork_locks(ForkLockVisitor& v);
 

@@ -125,6 +125,7 @@ ThreadHeap* ObjectSet::create_heap() {
     heap->next_heap_ = heaps_;
     if (heaps_ != nullptr) heaps_->prev_heap_ = heap;
     heaps_ = heap;
+    heap_count_.fetch_add(1, std::memory_order_relaxed);
   }
   state->heaps[index_] = heap;
   state->heap_generation[index_] = gen;
@@ -243,6 +244,13 @@ int64_t ObjectSet::wash_stale_spans(int64_t min_free_us) {
   return mgr_.wash_stale_spans(min_free_us);
 }
 
+int64_t ObjectSet::heap_bytes() const {
+  // take_span's rounding: whole blocks.
+  constexpr int64_t span =
+      (int64_t{sizeof(ThreadHeap)} + ABLOCK_SIZE - 1) / ABLOCK_SIZE * ABLOCK_SIZE;
+  return heap_count_.load(std::memory_order_relaxed) * span;
+}
+
 void ObjectSet::unlink_heap(ThreadHeap* heap) {
   // A look holds heaps_lock_ from the heaps it closes to the end of its takes, so once
   // this has it no look is under way on the heap, and none comes again.
@@ -280,6 +288,7 @@ void ObjectSet::abandon(ThreadHeap* heap, bool keep_warm) {
     }
   }
   free_span(BlockSet::ptr2block(heap));
+  heap_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool ObjectSet::disown(ABlock* block, const void* owner) {

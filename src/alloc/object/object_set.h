@@ -209,6 +209,10 @@ class ObjectSet {
   // its exit (with its heaps); nullptr when none can be mapped.
   static ThreadState* own_thread_state();
   int index() const { return index_; }
+  // Bytes of the spans that hold the threads' heaps of this set: the set's own overhead
+  // per thread, beside the thread states (without a lock, as of the last heap made or
+  // given back).
+  int64_t heap_bytes() const;
   ObjectMgr& object_mgr() { return mgr_; }
   // fork(): every set's locks (after the registry's, which keeps the set list still while
   // it is held). A ThreadHeap's lock_ is not among them: a thread other than the heap's
@@ -437,6 +441,7 @@ class ObjectSet {
   // only tries the heaps' locks.
   SpinLock heaps_lock_;
   ThreadHeap* heaps_ = nullptr;
+  std::atomic<int64_t> heap_count_{0};         // heaps made and not yet given back (abandon)
   std::atomic<int8_t> barrier_available_{-1};  // -1: not asked yet
   int index_ = -1;
 };

@@ -56,6 +56,13 @@ constexpr Field<SpanUsage> SPAN_FIELDS[] = {
     {"warm_slabs", [](const SpanUsage& s) { return s.warm_slabs; }, NUM_WIDTH},
 };
 
+constexpr Field<AllocatorOverhead> OVERHEAD_FIELDS[] = {
+    {"thread_states", [](const AllocatorOverhead& o) { return o.thread_states; }, NUM_WIDTH},
+    {"thread_heaps", [](const AllocatorOverhead& o) { return o.thread_heaps; }, NUM_WIDTH},
+    {"chunk_headers", [](const AllocatorOverhead& o) { return o.chunk_headers; }, NUM_WIDTH},
+    {"stats_region", [](const AllocatorOverhead& o) { return o.stats_region; }, NUM_WIDTH},
+};
+
 constexpr Field<LabelUsage> LABEL_FIELDS[] = {
     {"hold", [](const LabelUsage& l) { return l.hold; }, NUM_WIDTH},
     {"used", [](const LabelUsage& l) { return l.used; }, NUM_WIDTH},
@@ -91,10 +98,27 @@ void ObMallocAllocator::visit_usage_fork_locks(ForkLockVisitor& v) {
   v.visit(g_scratch_lock, "usage_printer.scratch");
 }
 
-int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
+AllocatorOverhead ObMallocAllocator::overhead() {
+  AllocatorOverhead o;
+  const ThreadStatePoolStats states = thread_state_pool_stats();
+  o.thread_states =
+      (states.in_use + states.free - states.washed) * static_cast<int64_t>(sizeof(ThreadState));
+  for_each_ctx([&](ObTenantMemory&, ObTenantCtxAllocator& ta) {
+    o.thread_heaps += ta.object_set().heap_bytes();
+  });
+  o.chunk_headers = chunk_mgr_.mapped_chunks() * ACHUNK_HEADER_SIZE;
+  return o;
+}
+
+int64_t ObMallocAllocator::print_usage(char* buf, int64_t len, const AllocatorOverhead* overhead) {
   BufWriter w(buf, len);
   std::lock_guard<SpinLock> guard(g_scratch_lock);
   CtxUsage& u = g_scratch;
+  if (overhead != nullptr) {
+    w.str("[MEMORY] overhead=").num(overhead->total(), NUM_WIDTH, true);
+    put_text(w, OVERHEAD_FIELDS, *overhead);
+    w.ch('\n');
+  }
   for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
     measure_ctx_usage(chunk_mgr_, ta, &u);
     w.str("[MEMORY] tenant_id=").num(static_cast<int64_t>(tenant.tenant_id()), 5);
@@ -112,12 +136,19 @@ int64_t ObMallocAllocator::print_usage(char* buf, int64_t len) {
   return w.length();
 }
 
-int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len) {
+int64_t ObMallocAllocator::print_usage_json(char* buf, int64_t len,
+                                            const AllocatorOverhead* overhead) {
   BufWriter w(buf, len);
   std::lock_guard<SpinLock> guard(g_scratch_lock);
   CtxUsage& u = g_scratch;
   bool first = true;
-  w.str("{\"ctxs\":[");
+  w.ch('{');
+  if (overhead != nullptr) {
+    w.str("\"overhead\":{\"total\":").num(overhead->total());
+    put_json(w, OVERHEAD_FIELDS, *overhead);
+    w.str("},");
+  }
+  w.str("\"ctxs\":[");
   for_each_ctx([&](ObTenantMemory& tenant, ObTenantCtxAllocator& ta) {
     measure_ctx_usage(chunk_mgr_, ta, &u);
     w.str(first ? "{" : ",{");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloc/object/ob_malloc_fixture.h"
@@ -151,6 +152,42 @@ TEST_F(ObMallocTest, UsagePrintHasCtxAndLabelLines) {
       << buf;
   ObMallocAllocator::free(a);
   ObMallocAllocator::free(b);
+}
+
+// What the allocator holds for itself after a thread's first small object: one heap span
+// and one chunk header on top of the thread's state, 40 KiB with it at most; the heap
+// span goes when the thread's caches are flushed.
+TEST_F(ObMallocTest, TheFirstSmallObjectCostsOneHeapAndOneChunkHeader) {
+  std::thread([&] {
+    const AllocatorOverhead before = alloc_->overhead();
+    EXPECT_EQ(before.thread_heaps, 0);
+    EXPECT_EQ(before.chunk_headers, 0);
+    void* p = alloc_->alloc(100, ObMemAttr(TENANT, "t_overhead"));
+    ASSERT_NE(p, nullptr);
+    const AllocatorOverhead after = alloc_->overhead();
+    EXPECT_GT(after.thread_heaps, 0);
+    EXPECT_LE(after.thread_heaps, 16 << 10);
+    EXPECT_EQ(after.chunk_headers, ACHUNK_HEADER_SIZE);  // the one chunk mapped
+    EXPECT_GE(after.thread_states - before.thread_states, 0);
+    EXPECT_LE(after.thread_heaps + after.chunk_headers + int64_t{sizeof(ThreadState)}, 40 << 10);
+    EXPECT_EQ(after.stats_region, 0);  // the caller's to add
+    char buf[4096];
+    ASSERT_LT(alloc_->print_usage(buf, sizeof(buf), &after), static_cast<int64_t>(sizeof(buf)));
+    EXPECT_EQ(std::string(buf).rfind("[MEMORY] overhead=", 0), 0u) << buf;
+    EXPECT_NE(std::string(buf).find(
+                  " thread_heaps=" + std::string(15 - with_commas(after.thread_heaps).size(), ' ') +
+                  with_commas(after.thread_heaps)),
+              std::string::npos)
+        << buf;
+    ASSERT_LT(alloc_->print_usage_json(buf, sizeof(buf), &after),
+              static_cast<int64_t>(sizeof(buf)));
+    EXPECT_EQ(
+        std::string(buf).rfind("{\"overhead\":{\"total\":" + std::to_string(after.total()), 0), 0u)
+        << buf;
+    ObMallocAllocator::free(p);
+    alloc_->flush_thread_caches();
+    EXPECT_EQ(alloc_->overhead().thread_heaps, 0);
+  }).join();
 }
 
 }  // namespace
