@@ -6,6 +6,7 @@
 #include <new>
 
 #include "alloc/object/object_set.h"
+#include "alloc/object/remote_free_batch.h"
 
 namespace achunk {
 
@@ -139,16 +140,29 @@ void ObjectSet::free_slow(void* ptr, ABlock* block, Slab* slab, bool may_stash) 
     return;
   }
   // Another thread's slab (or a disowned one): a lock-free push its owner collects.
+  push_remote(block, ptr, ptr, 1);
+}
+
+void ObjectSet::push_remote(ABlock* block, void* first, void* last, int64_t n) {
+  Slab* slab = slab_of(block);
   // Acquire too: clearing REMOTE_NOTIFY hands the slab, as its disowner left it, on.
   uintptr_t head = slab->remote_free_.load(std::memory_order_relaxed);
   uintptr_t word;
   do {
-    *static_cast<void**>(ptr) = reinterpret_cast<void*>(head & Slab::REMOTE_HEAD_MASK);
-    const uintptr_t count = (head >> Slab::REMOTE_COUNT_SHIFT) + 1;
-    word = reinterpret_cast<uintptr_t>(ptr) | count << Slab::REMOTE_COUNT_SHIFT;
+    *static_cast<void**>(last) = reinterpret_cast<void*>(head & Slab::REMOTE_HEAD_MASK);
+    const uintptr_t count = (head >> Slab::REMOTE_COUNT_SHIFT) + static_cast<uintptr_t>(n);
+    word = reinterpret_cast<uintptr_t>(first) | count << Slab::REMOTE_COUNT_SHIFT;
   } while (!slab->remote_free_.compare_exchange_weak(head, word, std::memory_order_acq_rel,
                                                      std::memory_order_relaxed));
+  ++object_set_tls::remote_pushes;
   if ((head & Slab::REMOTE_NOTIFY) != 0) made_findable(block, slab);
+}
+
+void RemoteFreeBatch::flush() {
+  for (int i = 0; i < count_; ++i) {
+    ObjectSet::push_remote(groups_[i].block, groups_[i].head, groups_[i].tail, groups_[i].n);
+  }
+  count_ = 0;
 }
 
 void ObjectSet::made_findable(ABlock* block, Slab* slab) {

@@ -13,6 +13,7 @@ namespace achunk {
 namespace object_set_tls {
 ACHUNK_TLS uintptr_t thread_marker = 1;
 ACHUNK_TLS int64_t shared_used = 0;
+ACHUNK_TLS int64_t remote_pushes = 0;
 std::atomic<uint32_t> fork_generation{0};
 
 const void* init_thread_marker() {

@@ -98,6 +98,10 @@ class ObjectSet {
   template <typename BinOf>
   __attribute__((always_inline)) static inline void free_fast(void* ptr, BinOf bin_of,
                                                               FreeFallback fallback);
+  // Pushes n freed objects of the slab `block` (headers FREE, counted out of the slab),
+  // linked from `first` to `last` through their first word, onto its remote list in one
+  // compare-and-swap; the one that clears a let-go slab's REMOTE_NOTIFY makes it findable.
+  static void push_remote(ABlock* block, void* first, void* last, int64_t n);
   // free_fast for tests: false where it would have called the fallback.
   static bool try_free_fast(void* ptr);
   // malloc_usable_size's common case, every check included: a small object in use with
@@ -588,8 +592,10 @@ __attribute__((always_inline)) inline bool take_live(void* ptr) {
 template <typename BinOf>
 inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback) {
   // The header is read last, after two dependent loads of span state; a prefetch never
-  // faults, so it starts before the lookup proves the pointer ours.
-  __builtin_prefetch(header_of(ptr), 1);
+  // faults, so it starts before the lookup proves the pointer ours (integer arithmetic:
+  // the pointer may be anything, null included).
+  __builtin_prefetch(
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(ptr) - AOBJECT_HEADER_SIZE), 1);
   ABlock* block = object_span_fast(ptr);
   if (block == nullptr) return fallback(ptr);
   Slab* slab = slab_of(block);

@@ -31,6 +31,9 @@ extern std::atomic<uint32_t> generation[MAX_SETS];
 extern ACHUNK_TLS uintptr_t thread_marker;
 // Slot bytes the calling thread took from shared slabs (the option shared_slab_bytes).
 extern ACHUNK_TLS int64_t shared_used;
+// Pushes onto slabs' remote lists the calling thread made (ObjectSet::push_remote), each
+// one compare-and-swap that succeeded: what a test counts a drain's atomics by.
+extern ACHUNK_TLS int64_t remote_pushes;
 // Bumped in a forked child (ObjectSet::on_fork_child).
 extern std::atomic<uint32_t> fork_generation;
 const void* init_thread_marker();

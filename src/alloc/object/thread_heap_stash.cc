@@ -5,6 +5,7 @@
 
 #include "alloc/block/block_set.h"
 #include "alloc/object/object_set.h"
+#include "alloc/object/remote_free_batch.h"
 
 namespace achunk {
 
@@ -74,6 +75,7 @@ void ThreadHeap::unstash_class(int sc) {
 }
 
 void ThreadHeap::unstash(void* chain) {
+  RemoteFreeBatch remote;
   while (chain != nullptr) {
     void* p = chain;
     chain = next_of(p);
@@ -83,7 +85,7 @@ void ThreadHeap::unstash(void* chain) {
     if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
       free_local(block, slab, p, false);
     } else {
-      ObjectSet::free_slow(p, block, slab, false);
+      remote.add(p, block);
     }
   }
 }
@@ -121,12 +123,12 @@ void* ThreadHeap::take_stash(bool barrier, void* chain) {
 
 int64_t ThreadHeap::release_stolen(void* chain) {
   // Remote frees whoever owns each slab now: the objects' owner may be any thread.
+  RemoteFreeBatch remote;
   int64_t n = 0;
   for (; chain != nullptr; ++n) {
     void* p = chain;
     chain = next_of(p);
-    ABlock* block = BlockSet::ptr2block(header_of(p));
-    ObjectSet::free_slow(p, block, slab_of(block), false);
+    remote.add(p, BlockSet::ptr2block(header_of(p)));
   }
   return n;
 }

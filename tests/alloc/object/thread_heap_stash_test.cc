@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -31,7 +33,7 @@ uint64_t pending_frees(ABlock* block) {
 class ThreadHeapStashTest : public ChunkMgrTest {
  protected:
   void SetUp() override {
-    // Without the barrier no look could take an idle heap's stash, so there is none.
+    // Looks here take idle heaps' stashes, which needs the barrier.
     if (!os_.process_barrier_available()) GTEST_SKIP() << "no process barrier here";
   }
   // `slabs` full slabs of SIZE-byte objects, then one object on the next slab, so all of
@@ -424,6 +426,60 @@ TEST_F(ThreadHeapStashTest, TakingTheStashRacesSafelyWithItsOwner) {
   EXPECT_GE(set.stash_reclaimed(), 2'000);
   for (unsigned char* p : live) ObjectSet::free(p);
   set.flush_thread_heap();
+  EXPECT_EQ(set.span_used(), 0);
+}
+
+// A drain gives other threads' objects back one compare-and-swap per slab, however many
+// objects of it the stash held: 40 objects of one slab, then 20 of each of two.
+TEST_F(ThreadHeapStashTest, ADrainTakesOneAtomicPerForeignSlab) {
+  ObjectSet set(source_);
+  void* mine = set.alloc(SIZE, 0);  // this thread's heap, with a current slab
+  for (const int slabs : {1, 2}) {
+    // Slabs from a thread that exits holding them (the first may be one it adopted).
+    std::vector<void*> all;
+    std::thread([&] {
+      for (int i = 0; i < (slabs + 1) * PER_SLAB; ++i) all.push_back(set.alloc(SIZE, 0));
+    }).join();
+    // 40 / slabs objects of each of the first `slabs` slabs holding that many.
+    const auto in_block = [](ABlock* block) {
+      return [block](void* q) { return q != nullptr && block_of_object(q) == block; };
+    };
+    std::vector<ABlock*> blocks;
+    for (void* p : all) {
+      ABlock* block = block_of_object(p);
+      if (static_cast<int>(blocks.size()) < slabs &&
+          std::count(blocks.begin(), blocks.end(), block) == 0 &&
+          std::count_if(all.begin(), all.end(), in_block(block)) >= 40 / slabs) {
+        blocks.push_back(block);
+      }
+    }
+    std::vector<void*> theirs;
+    for (ABlock* block : blocks) {
+      for (void*& p : all) {
+        if (in_block(block)(p) &&
+            std::count_if(theirs.begin(), theirs.end(), in_block(block)) < 40 / slabs) {
+          theirs.push_back(p);
+          p = nullptr;
+        }
+      }
+    }
+    ASSERT_EQ(static_cast<int>(theirs.size()), 40);
+    ThreadHeap* heap = set.existing_heap();
+    heap->unstash_all();  // the last round's frees
+    for (void* p : theirs) ASSERT_TRUE(ObjectSet::try_free_fast(p));
+    ASSERT_EQ(heap->stash_count(SC), 40);
+    const int64_t pushes = object_set_tls::remote_pushes;
+    heap->unstash_all();
+    EXPECT_EQ(object_set_tls::remote_pushes - pushes, slabs);
+    for (void* p : theirs) EXPECT_EQ(header_state(load_header(p)), ObjectState::FREE);
+    for (void* p : all) {
+      if (p != nullptr) ObjectSet::free(p);
+    }
+  }
+  ObjectSet::free(mine);
+  set.flush_thread_heap();
+  set.reclaim_idle_spares();
+  set.settle_ready();
   EXPECT_EQ(set.span_used(), 0);
 }
 
