@@ -545,19 +545,21 @@ __attribute__((always_inline)) inline void prefetch_tail_bounds(void* ptr, int s
   __builtin_prefetch(static_cast<char*>(ptr) + class_tail_min(sc));
 }
 
-// The class of the slab whose object `ptr` may be, its header's and canary's lines
-// fetched, or -1: the inline checked lookup of usable_size's and realloc's fast paths.
+// The class of the slab whose object `ptr` may be, or -1: the inline checked lookup of
+// usable_size's and realloc's fast paths. `prefetch`: its header's and canary's lines
+// fetched too (realloc reads both; usable_size mostly the header alone).
+template <bool prefetch = true>
 __attribute__((always_inline)) inline int slab_class_fast(void* ptr) {
   ABlock* block = object_span_fast(ptr);
   if (block == nullptr) return -1;
   const int sc = slab_of(block)->sc_;
   if (sc >= SIZE_CLASS_COUNT) return -1;  // a big object, a heap or a lent span
-  prefetch_tail_bounds(ptr, sc);
+  if (prefetch) prefetch_tail_bounds(ptr, sc);
   return sc;
 }
 
 inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
-  const int sc = slab_class_fast(ptr);
+  const int sc = slab_class_fast<false>(ptr);
   if (sc < 0) return -1;
   const uint64_t h = load_header(ptr);
   if (header_state(h) != ObjectState::IN_USE) return -1;
