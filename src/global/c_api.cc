@@ -167,6 +167,7 @@ struct achunk_mallinfo achunk_mallinfo2(void) {
 }
 
 int achunk_malloc_trim(size_t) {
+  achunk::global_malloc_allocator().unstash_thread_caches();
   const int64_t unmapped = achunk::release_free_memory();
   const int64_t washed = achunk::global_malloc_allocator().wash_stale_spans(0);
   return unmapped > 0 || washed > 0 ? 1 : 0;

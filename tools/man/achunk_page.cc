@@ -70,7 +70,8 @@ constexpr ApiLine C_API[] = {
     ACHUNK_API(struct achunk_mallinfo, achunk_mallinfo2, (void),
                "As mallinfo2(3), over achunk's figures (struct achunk_mallinfo has its layout)."),
     ACHUNK_API(int, achunk_malloc_trim, (size_t pad),
-               "As malloc_trim(3): unmaps every cached chunk and washes every free span; 1 if that "
+               "As malloc_trim(3): gives the calling thread's stashed objects back to their "
+               "slabs, unmaps every cached chunk and washes every free span; 1 if that "
                "released anything; pad is ignored."),
     ACHUNK_API(void, achunk_malloc_stats, (void),
                "As malloc_stats(3): the [chunk_mgr] dump and the usage lines on stderr."),

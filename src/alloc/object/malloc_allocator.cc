@@ -200,6 +200,12 @@ void ObMallocAllocator::flush_thread_caches() {
       [](ObTenantMemory&, ObTenantCtxAllocator& ta) { ta.object_set().flush_thread_heap(); });
 }
 
+void ObMallocAllocator::unstash_thread_caches() {
+  for_each_ctx([](ObTenantMemory&, ObTenantCtxAllocator& ta) {
+    if (ThreadHeap* heap = ta.object_set().existing_heap()) heap->unstash_all();
+  });
+}
+
 void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size,
                                       const ObMemAttr& attr, int sc) {
   if (void* p = heap.alloc_object_in(sc >= 0 ? sc : size_class_of(size), size, label)) return p;

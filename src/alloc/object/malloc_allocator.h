@@ -164,6 +164,9 @@ class ObMallocAllocator {
   bool set_tenant_ctx_limit(uint64_t tenant_id, int ctx_id, int64_t bytes);
   // Returns the calling thread's cached slabs of every ctx to the block layer.
   void flush_thread_caches();
+  // Gives the calling thread's stashed objects of every ctx back to their slabs, its
+  // heaps kept (malloc_trim's first step: slabs they kept from emptying may then go).
+  void unstash_thread_caches();
   // ObjectSet::wash_stale_spans(min_free_us) for every ctx, then the thread states exited
   // threads left (wash_idle_thread_states; all with 0); the bytes washed.
   int64_t wash_stale_spans(int64_t min_free_us);

@@ -202,6 +202,26 @@ TEST_F(ObMallocTest, ASecondFreeOfAStashedObjectIsADoubleFree) {
   EXPECT_EQ(usage_of("t_stashed").count, 0);
 }
 
+// malloc_trim's first step: the calling thread's stashed objects go back to their slabs,
+// its heap kept; another thread's slab it held no longer waits on the stash to empty.
+TEST_F(ObMallocTest, UnstashingGivesTheThreadsStashedObjectsBackAndKeepsItsHeap) {
+  const ObMemAttr attr(TENANT, "t_unstash");
+  void* mine = alloc_->alloc(64, attr);  // this thread's heap
+  void* theirs = nullptr;
+  std::thread([&] { theirs = alloc_->alloc(64, attr); }).join();
+  ObjectSet& set = alloc_->get_tenant_ctx_allocator(TENANT, DEFAULT_CTX_ID)->object_set();
+  ThreadHeap* heap = set.existing_heap();
+  ASSERT_NE(heap, nullptr);
+  const int sc = size_class_of(64);
+  ObMallocAllocator::free(theirs);
+  ASSERT_EQ(heap->stash_count(sc), 1);
+  alloc_->unstash_thread_caches();
+  EXPECT_EQ(heap->stash_count(sc), 0);
+  EXPECT_EQ(set.existing_heap(), heap);
+  EXPECT_EQ(usage_of("t_unstash").count, 1);
+  ObMallocAllocator::free(mine);
+}
+
 TEST_F(ObMallocTest, RandomOperationsAgainstAModel) {
   std::mt19937 rng(5);
   const char* labels[] = {"t_rand_a", "t_rand_b", "t_rand_c"};
