@@ -199,6 +199,44 @@ TEST_F(FreeForeignTest, AnExitingThreadGivesItsStashBack) {
   EXPECT_EQ(ErrorRecorder::calls, 0);
 }
 
+// The inherit shape: a thread's live set (8 B-1 KiB) passes to a successor when it exits,
+// which replaces random objects of it and exits in turn; the last one frees the rest.
+// Every free of a predecessor's object is checked and stashed, and every object goes
+// back: once all are freed and the idle heaps looked at, the set holds no span and no
+// chunk.
+TEST_F(FreeForeignTest, ADeadThreadsObjectsFreedByItsSuccessorsAllGoBack) {
+  ObjectSet set(source_);
+  std::vector<void*> live(2'000);
+  std::mt19937 rng(9);
+  auto size = [&] { return static_cast<int64_t>(8 + rng() % 1017); };
+  std::thread([&] {
+    for (void*& p : live) p = set.alloc(size(), 0);
+  }).join();
+  for (int generation = 0; generation < 4; ++generation) {
+    std::thread([&] {
+      for (int step = 0; step < 3'000; ++step) {
+        void*& p = live[rng() % live.size()];
+        ASSERT_TRUE(ObjectSet::try_free_fast(p));
+        p = set.alloc(size(), 0);
+        ASSERT_NE(p, nullptr);
+      }
+    }).join();
+  }
+  std::thread([&] {
+    for (void*& p : live) {
+      ASSERT_TRUE(ObjectSet::try_free_fast(p));
+      p = nullptr;
+    }
+  }).join();
+  EXPECT_EQ(ErrorRecorder::calls, 0);
+  // The exited threads' warm and ready slabs, as the housekeeping thread's looks find them.
+  set.reclaim_idle_spares();
+  set.settle_ready();
+  set.wash_stale_spans(0);
+  EXPECT_EQ(set.span_used(), 0);
+  EXPECT_EQ(set.hold(), 0);
+}
+
 // A thread replaces random objects of a class with more slabs than its heap keeps (most
 // frees onto slabs it let go, so stashed), pausing now and then for three looks, so that
 // the last ones find its heap idle and take its stash, the last perhaps as it starts
