@@ -92,19 +92,43 @@ constexpr int64_t PAGE = 4096;
 // A piece with fewer than 1/ZERO_IN_RAM_SHARE of its pages in RAM is given back.
 constexpr int64_t ZERO_IN_RAM_SHARE = 8;
 
-// zero_big's whole pages, piece by piece; false when the OS cannot tell which are in RAM
-// (the caller writes them all).
+// Pieces one residency probe covers: a 4 KiB vector on the stack.
+constexpr int64_t PROBE_PIECES = 16;
+
+// zero_big's whole pages, decided piece by piece: one probe a PROBE_PIECES window, and
+// one release a run of pieces to give back (a run the OS refuses is written). False when
+// the OS cannot tell which pages are in RAM (the caller writes them all).
 bool zero_by_residency(BlockSet& set, char* first, char* last) {
   constexpr int64_t PIECE_PAGES = ObjectSet::ZERO_PIECE / PAGE;
-  unsigned char vec[PIECE_PAGES];
-  for (char* piece = first; piece < last; piece += PIECE_PAGES * PAGE) {
-    const int64_t pages = std::min<int64_t>((last - piece) / PAGE, PIECE_PAGES);
-    if (set.resident_pages(piece, pages * PAGE, vec) != PAGE) return false;
-    int64_t in_ram = 0;
-    for (int64_t i = 0; i < pages; ++i) in_ram += vec[i] & 1;
-    if (in_ram * ZERO_IN_RAM_SHARE < pages && set.release_pages(piece, pages * PAGE) == 0) continue;
-    std::memset(piece, 0, static_cast<size_t>(pages * PAGE));
+  unsigned char vec[PIECE_PAGES * PROBE_PIECES];
+  char* run = nullptr;  // the pieces to give back so far, from `run` to the current one
+  auto release_run = [&](char* end) {
+    if (run != nullptr && set.release_pages(run, end - run) != 0) {
+      std::memset(run, 0, static_cast<size_t>(end - run));
+    }
+    run = nullptr;
+  };
+  for (char* window = first; window < last; window += PIECE_PAGES * PROBE_PIECES * PAGE) {
+    const int64_t window_pages =
+        std::min<int64_t>((last - window) / PAGE, PIECE_PAGES * PROBE_PIECES);
+    if (set.resident_pages(window, window_pages * PAGE, vec) != PAGE) {
+      release_run(window);
+      return false;
+    }
+    for (int64_t at = 0; at < window_pages; at += PIECE_PAGES) {
+      char* piece = window + at * PAGE;
+      const int64_t pages = std::min<int64_t>(window_pages - at, PIECE_PAGES);
+      int64_t in_ram = 0;
+      for (int64_t i = 0; i < pages; ++i) in_ram += vec[at + i] & 1;
+      if (in_ram * ZERO_IN_RAM_SHARE < pages) {
+        if (run == nullptr) run = piece;
+        continue;
+      }
+      release_run(piece);
+      std::memset(piece, 0, static_cast<size_t>(pages * PAGE));
+    }
   }
+  release_run(last);
   return true;
 }
 

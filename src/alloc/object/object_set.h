@@ -129,7 +129,8 @@ class ObjectSet {
   // asks, right after the allocation, so it need not fault those pages in to zero them.
   static bool born_zero(void* ptr);
   // Makes the first `bytes` of the big object at `ptr` read as zero, deciding by which
-  // of its whole pages are in RAM (one mincore a ZERO_PIECE): a piece with an eighth or
+  // of its whole pages are in RAM (one mincore per 16 ZERO_PIECEs, one release per run of
+  // pieces given back): a piece with an eighth or
   // more in RAM is written (a buffer reused while hot: a release would unmap its pages,
   // flush the TLB and fault back in all the caller fills again); a piece with less is
   // given back (release_pages), so a sparse table never faults in pages it does not
