@@ -594,11 +594,6 @@ __attribute__((always_inline)) inline bool take_live(void* ptr) {
 
 template <typename BinOf>
 inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback) {
-  // The header is read last, after two dependent loads of span state; a prefetch never
-  // faults, so it starts before the lookup proves the pointer ours (integer arithmetic:
-  // the pointer may be anything, null included).
-  __builtin_prefetch(
-      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(ptr) - AOBJECT_HEADER_SIZE), 1);
   ABlock* block = object_span_fast(ptr);
   if (block == nullptr) return fallback(ptr);
   Slab* slab = slab_of(block);
