@@ -270,7 +270,7 @@ void StatsRegion::refresh(int64_t now_us, bool housekeeping) {
   x.threads = host_.thread_states();
   x.lock_sleeps = host_.lock_sleeps();
   x.overhead = host_.overhead();
-  x.overhead.stats_region = stats::REGION_SIZE;  // this region, mapped while it refreshes
+  x.overhead.stats_region = mapped_bytes();  // this region, mapped while it refreshes
 
   stats::Header* h = header();
   unsigned char* base = mutable_bytes();

@@ -245,8 +245,8 @@ class ThreadHeap {
     stashed_ += open;
     return open;
   }
-  // stash_push for a class with no stash, a heap without the barrier, or a full stash
-  // (whose older half goes back first).
+  // stash_push for a class with no stash, or a full stash (whose older half goes back
+  // first).
   __attribute__((noinline)) bool stash_push_full(int sc, void* p, const ABlock* block);
   // Gives the older half of class sc's stash back to the slabs.
   void unstash_half(int sc);

@@ -37,6 +37,17 @@ bool waits_asleep(pid_t tid, int64_t sleeps_before) {
   return false;
 }
 
+// Forks a child that runs `child` and exits with its result, straight through exit_group
+// (TSan's exit hook would report the parent's unjoined threads); expects 0.
+template <typename F>
+void expect_child_passes(F child) {
+  const pid_t pid = fork();
+  if (pid == 0) syscall(SYS_exit_group, child());
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 // A thread that takes `lock`, runs `inside` and lets it go, started while the lock is
 // held elsewhere, so it waits.
 class Waiter {
@@ -136,17 +147,12 @@ TEST(SpinLockTest, AForkedChildForgetsTheParentsSleepers) {
   Waiter waiter(lock, [] {});
   EXPECT_TRUE(waiter.asleep());
   // The waiter stays counted between its 1 ms naps, until it has the lock.
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // exit_group directly: TSan's exit hook would report the parent's unjoined thread.
-    if (!lock.has_sleepers()) syscall(SYS_exit_group, 2);
+  expect_child_passes([&] {
+    if (!lock.has_sleepers()) return 2;
     lock.forget_sleepers();
     lock.unlock();
-    syscall(SYS_exit_group, !lock.has_sleepers() && !lock.held() ? 0 : 1);
-  }
-  int status = -1;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return !lock.has_sleepers() && !lock.held() ? 0 : 1;
+  });
   lock.unlock();
   waiter.join();
 }
@@ -165,8 +171,7 @@ TEST(SpinLockTest, ANewForkEpochFreesTheLocksHeldForTheForkToTheirFirstClaimant)
   bool other = true;
   std::thread([&] { other = a.try_lock(); }).join();
   EXPECT_FALSE(other);  // held for this epoch's fork: not claimable
-  const pid_t pid = fork();
-  if (pid == 0) {
+  expect_child_passes([&] {
     SpinLock::release_fork_holds_in_child();  // as the wiring's fork handler does
     int failures = 0;
     failures += a.held() || b.held() || c.held();
@@ -181,11 +186,8 @@ TEST(SpinLockTest, ANewForkEpochFreesTheLocksHeldForTheForkToTheirFirstClaimant)
     c.fork_lock();  // a child forking again takes it for its own epoch
     c.fork_unlock();
     failures += c.held();
-    syscall(SYS_exit_group, failures);
-  }
-  int status = -1;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return failures;
+  });
   // The parent's: still held until released.
   EXPECT_TRUE(a.held() && b.held() && c.held());
   a.fork_unlock();
@@ -200,17 +202,13 @@ TEST(SpinLockTest, AClaimInTheChildForgetsTheParentsSleepers) {
   lock.fork_lock();
   Waiter waiter(lock, [] {});
   EXPECT_TRUE(waiter.asleep());
-  const pid_t pid = fork();
-  if (pid == 0) {
+  expect_child_passes([&] {
     // The wiring's fork handler moved the epoch already (a second move changes nothing).
     SpinLock::release_fork_holds_in_child();
     lock.lock();
     lock.unlock();
-    syscall(SYS_exit_group, !lock.has_sleepers() && !lock.held() ? 0 : 1);
-  }
-  int status = -1;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return !lock.has_sleepers() && !lock.held() ? 0 : 1;
+  });
   lock.fork_unlock();
   waiter.join();
 }
