@@ -242,7 +242,8 @@ bool start_housekeeping_when_due() {
   return true;
 }
 
-void fork_child() {
+// Cold: with the child's other fork code, so a forked child faults in few text pages.
+__attribute__((cold)) void fork_child() {
   ObjectSet::on_fork_child();
   // The parent's thread is not in the child; a child of a child still waiting for its
   // own waits too.
@@ -257,7 +258,10 @@ void fork_child() {
   }
   if (wanted) {
     if (thread) g_release_thread_masked.store(-1, std::memory_order_relaxed);
-    g_child_born_us.store(0, std::memory_order_relaxed);
+    // Written only if set (a child of a child): each page written here is copied.
+    if (g_child_born_us.load(std::memory_order_relaxed) != 0) {
+      g_child_born_us.store(0, std::memory_order_relaxed);
+    }
     ObjectSet::arm_slow_path_hook(&start_housekeeping_when_due);
   }
   release_fork_hold(true);

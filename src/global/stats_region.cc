@@ -161,6 +161,10 @@ StatsRegion::~StatsRegion() {
 
 void StatsRegion::tick(int64_t now_us, bool housekeeping) {
   if (busy_.exchange(true, std::memory_order_acquire)) return;
+  if (!owns_region()) {
+    busy_.store(false, std::memory_order_release);
+    return;
+  }
   next_us_.store(now_us + REFRESH_US, std::memory_order_relaxed);
   if (host_.option_value(OPT_STATS_REGION) == 0) {
     destroy();
@@ -187,6 +191,7 @@ bool StatsRegion::create() {
     return false;
   }
   std::memset(region_.addr, 0, stats::REGION_SIZE);
+  region_pid_ = os_.process_id();
   mapped_bytes_.store(stats::REGION_SIZE, std::memory_order_relaxed);
   stats::Header* h = header();
   h->major = stats::MAJOR;
@@ -395,7 +400,9 @@ uint64_t StatsRegion::serve_request(bool housekeeping) {
 
 void StatsRegion::mark_exited() {
   if (busy_.exchange(true, std::memory_order_acquire)) return;
-  if (region_.addr != nullptr) __atomic_store_n(&header()->generation, 0, __ATOMIC_RELEASE);
+  if (region_.addr != nullptr && owns_region()) {
+    __atomic_store_n(&header()->generation, 0, __ATOMIC_RELEASE);
+  }
   busy_.store(false, std::memory_order_release);
 }
 
@@ -407,9 +414,10 @@ void StatsRegion::destroy() {
   mapped_bytes_.store(0, std::memory_order_relaxed);
 }
 
-void StatsRegion::forget_after_fork(int64_t not_before_us) {
+// Cold: with the child's other fork code, so a forked child faults in few text pages.
+__attribute__((cold)) void StatsRegion::forget_after_fork(int64_t not_before_us) {
   // Only this thread exists in the child: whoever held busy_ is gone.
-  os_.unmap_shared_region(region_, stats::REGION_SIZE);
+  os_.drop_parents_region(region_, stats::REGION_SIZE);
   region_ = {};
   mapped_bytes_.store(0, std::memory_order_relaxed);
   create_failed_ = false;

@@ -153,6 +153,9 @@ class StatsRegion final : public ChunkListener {
   // The last scan's figures into the rows (-1 for a ctx it did not see) and label rows.
   void publish_usage(stats::CtxRow* rows, int nrows);
   stats::Header* header() { return static_cast<stats::Header*>(region_.addr); }
+  // False between a fork and the child's forget_after_fork: region_ is the parent's (and
+  // not mapped in the child). One getpid a tick.
+  bool owns_region() { return region_.addr == nullptr || region_pid_ == os_.process_id(); }
   stats::Control* control() {
     return reinterpret_cast<stats::Control*>(mutable_bytes() + stats::CONTROL_OFFSET);
   }
@@ -164,6 +167,9 @@ class StatsRegion final : public ChunkListener {
   std::atomic<bool> busy_{false};
   // Owned by the thread that holds busy_.
   Os::SharedRegion region_;
+  // The process region_ was made in: a forked child whose fork handler has not run yet
+  // (another library's child handler ran first) must not touch its parent's region.
+  int64_t region_pid_ = 0;
   std::atomic<int64_t> mapped_bytes_{0};  // region_'s size while mapped (mapped_bytes)
   bool create_failed_ = false;            // warned once; not retried on every call
   uint64_t last_request_ = 0;

@@ -307,6 +307,24 @@ TEST_F(StatsRegionTest, AForkedChildGetsItsOwnRegion) {
   EXPECT_EQ(os_.shared_maps(), 2);
 }
 
+// Another library's child handler may allocate before achunk's runs: until then the
+// region is the parent's (not even mapped in the child), and no tick touches it.
+TEST_F(StatsRegionTest, AForkedChildLeavesTheParentsRegionAloneUntilItsHandlerRuns) {
+  tick();
+  const uint64_t refreshes = snapshot().refreshes;
+  os_.set_process_id(4243);
+  clock_.advance_ms(1000);
+  tick();
+  region_.on_chunk_call(clock_.now_us());
+  EXPECT_EQ(snapshot().refreshes, refreshes);  // nothing written
+  EXPECT_EQ(os_.shared_maps(), 1);
+  region_.forget_after_fork(clock_.now_us());
+  tick();
+  ASSERT_NE(region_.bytes(), nullptr);
+  EXPECT_EQ(os_.shared_maps(), 2);
+  EXPECT_EQ(snapshot().pid, 4243);
+}
+
 // A short-lived child's chunk-level calls make no region: only from the time it was
 // given on, or from its housekeeping thread.
 TEST_F(StatsRegionTest, AForkedChildsChunkCallsMakeNoRegionBeforeItsTime) {

@@ -239,7 +239,8 @@ class FakeOs final : public Os {
     barrier_on_ = on;
   }
   int64_t barrier_calls() const { return locked(barrier_calls_); }
-  int64_t process_id() override { return 4242; }
+  int64_t process_id() override { return pid_; }
+  void set_process_id(int64_t pid) { pid_ = pid; }  // as a forked child sees itself
   int64_t process_start_time() override { return 777; }
   int64_t shared_maps() const { return locked(shared_maps_); }
 
@@ -291,6 +292,7 @@ class FakeOs final : public Os {
   }
 
  private:
+  int64_t pid_ = 4242;
   int64_t locked(const int64_t& v) const {
     std::lock_guard<std::mutex> g(mu_);
     return v;

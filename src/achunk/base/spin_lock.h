@@ -138,9 +138,11 @@ class SpinLock {
   void forget_sleepers() { sleepers_.store(0, std::memory_order_relaxed); }
   // In a forked child, for a lock fork() does not hold: its holder and its sleepers may be
   // threads of the parent's, which the child does not have. Free for the child's threads.
+  // Written only if it must be: a write would copy the lock's page into the child.
   void reset_in_child() {
-    forget_sleepers();
-    state_.store(FREE, std::memory_order_relaxed);
+    if (sleepers_.load(std::memory_order_relaxed) != 0) forget_sleepers();
+    if (state_.load(std::memory_order_relaxed) != FREE)
+      state_.store(FREE, std::memory_order_relaxed);
   }
 
  private:

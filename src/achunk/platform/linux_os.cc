@@ -319,12 +319,24 @@ Os::SharedRegion LinuxOs::map_shared_region(const char* name, int64_t size, int*
     ::close(fd);
     return {};
   }
-  return {p, fd};
+  // Not inherited: a child makes its own region, and a fork then neither copies this
+  // mapping's page tables nor needs an munmap in the child.
+  const bool shared_with_child = ::madvise(p, static_cast<size_t>(size), MADV_DONTFORK) != 0;
+  return {p, fd, shared_with_child};
 }
 
 void LinuxOs::unmap_shared_region(SharedRegion region, int64_t size) {
   if (region.addr != nullptr) ::munmap(region.addr, static_cast<size_t>(size));
   if (region.fd >= 0) ::close(region.fd);
+}
+
+// Cold: with the child's other fork code, so a forked child faults in few text pages.
+__attribute__((cold)) void LinuxOs::drop_parents_region(SharedRegion region, int64_t size) {
+  if (region.shared_with_child) {
+    unmap_shared_region(region, size);
+  } else if (region.fd >= 0) {
+    ::close(region.fd);
+  }
 }
 
 bool LinuxOs::process_barrier() {

@@ -21,6 +21,7 @@ class LinuxOs final : public Os {
   OsMemoryInfo memory_info() override;
   SharedRegion map_shared_region(const char* name, int64_t size, int* err) override;
   void unmap_shared_region(SharedRegion region, int64_t size) override;
+  void drop_parents_region(SharedRegion region, int64_t size) override;
   bool process_barrier() override;
   bool process_barrier_available() override;
   int64_t process_id() override;

@@ -56,9 +56,12 @@ class Os {
   // The live stats region: an anonymous shared-memory file (memfd, close-on-exec, mode
   // 0600) of `size` zeroed bytes, mapped shared read-write, so another process of the
   // same user can map it through /proc/PID/fd. addr nullptr and *err on failure.
+  // A forked child inherits the descriptor but not the mapping when `shared_with_child`
+  // is false (Linux MADV_DONTFORK), so a fork copies none of the region's page tables.
   struct SharedRegion {
     void* addr = nullptr;
     int fd = -1;
+    bool shared_with_child = true;
   };
   virtual SharedRegion map_shared_region(const char* name, int64_t size, int* err) {
     (void)name;
@@ -69,6 +72,11 @@ class Os {
   virtual void unmap_shared_region(SharedRegion region, int64_t size) {
     (void)region;
     (void)size;
+  }
+  // In a forked child, the parent's region: closes the inherited descriptor, and unmaps
+  // the mapping only if the child has it (no write to it either way).
+  virtual void drop_parents_region(SharedRegion region, int64_t size) {
+    unmap_shared_region(region, size);
   }
   // Makes every thread of this process that is running now pass a full memory barrier
   // before it returns (Linux membarrier, private expedited): a thread that only stores a

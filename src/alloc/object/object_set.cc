@@ -486,7 +486,8 @@ void ObjectSet::fire_slow_path_hook() {
   if (hook == nullptr || hook()) slow_path_hook_armed_.store(false, std::memory_order_relaxed);
 }
 
-void ObjectSet::on_fork_child() {
+// Cold: with the child's other fork code, so a forked child faults in few text pages.
+__attribute__((cold)) void ObjectSet::on_fork_child() {
   object_set_tls::fork_generation.fetch_add(1, std::memory_order_relaxed);
   // The set list's lock is still held for the fork: the list cannot change.
   for (auto& slot : g_sets) {

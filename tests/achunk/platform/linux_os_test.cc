@@ -1,6 +1,7 @@
 // The real platform layer, on the real kernel: alignment, release and /proc reads.
 #include "achunk/platform/linux_os.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -113,6 +114,47 @@ TEST(LinuxOsTest, ProcessBarrierWorksWhereOfferedAndKeepsErrno) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// Whether this process maps a file whose name contains `name` (/proc/self/maps).
+bool maps_file_named(const char* name) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string maps;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) maps.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return maps.find(name) != std::string::npos;
+}
+
+// A fork copies none of the stats region's page tables: the child inherits the
+// descriptor but not the mapping, and dropping the parent's region there closes the
+// descriptor and leaves the parent's bytes alone.
+TEST(LinuxOsTest, AForkedChildGetsTheRegionsDescriptorButNotItsMapping) {
+  LinuxOs os;
+  int err = 0;
+  Os::SharedRegion region = os.map_shared_region("achunk-os-test-region", 4096, &err);
+  ASSERT_NE(region.addr, nullptr) << std::strerror(err);
+  EXPECT_FALSE(region.shared_with_child);
+  static_cast<char*>(region.addr)[0] = 7;
+  ASSERT_TRUE(maps_file_named("achunk-os-test-region"));
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int failures = 0;
+    failures += maps_file_named("achunk-os-test-region");
+    failures += fcntl(region.fd, F_GETFD) < 0;
+    os.drop_parents_region(region, 4096);
+    failures += fcntl(region.fd, F_GETFD) >= 0;
+    _exit(failures);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(static_cast<char*>(region.addr)[0], 7);
+  EXPECT_GE(fcntl(region.fd, F_GETFD), 0);
+  os.unmap_shared_region(region, 4096);
+  EXPECT_FALSE(maps_file_named("achunk-os-test-region"));
 }
 
 }  // namespace
