@@ -150,65 +150,50 @@ extern "C" const char achunk_wiring = 0;
 
 namespace {
 
-// The fork locks in the order fork_prepare took them, so they are released in reverse:
-// a container's lock (the object set list) is let go only after the locks it lists.
-class ForkHold final : public ForkLockVisitor {
+// fork()'s prepare pass: with the gate closed, waits in the registry's order until each
+// fork lock is free, writing none. `passed` counts the locks seen free (for tests).
+class ForkPass final : public ForkLockVisitor {
  public:
-  // Bounded by the registry: ObjectSet::FORK_LOCKS per object set (MAX_SETS of them), one
-  // per chunk cache slot and a few more (global ones, the root context's). About 386 KiB
-  // of pointers, untouched beyond what a fork uses.
-  static constexpr int CAPACITY =
-      ObjectSet::MAX_SETS * ObjectSet::FORK_LOCKS + AChunkMgr::SLOT_COUNT + 256;
-
-  void visit(SpinLock& lock, const char* name) override {
-    if (count_ == CAPACITY) {
-      char line[160];
-      BufWriter(line, sizeof(line)).str("achunk: fork lock registry over capacity at ").str(name);
-      write_stderr_line(line);
-      abort();
-    }
-    lock.fork_lock();
-    locks_[count_] = &lock;
-    held_.store(count_ + 1, std::memory_order_release);
-    ++count_;
+  void visit(SpinLock& lock, const char*) override {
+    lock.wait_free_for_fork();
+    passed_.store(passed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
-  // In the parent, each lock in reverse; in the child all at once by a new fork epoch
-  // (SpinLock::release_fork_holds_in_child), so the child writes no lock's page.
-  void release(bool in_child) {
-    if (in_child) {
-      SpinLock::release_fork_holds_in_child();
-      count_ = 0;
-    }
-    while (count_ > 0) locks_[--count_]->fork_unlock();
-    held_.store(0, std::memory_order_release);
-  }
-  int held() const { return held_.load(std::memory_order_acquire); }
+  void restart() { passed_.store(0, std::memory_order_relaxed); }
+  int passed() const { return passed_.load(std::memory_order_acquire); }
 
  private:
-  SpinLock* locks_[CAPACITY];
-  int count_ = 0;
-  std::atomic<int> held_{0};
+  std::atomic<int> passed_{0};
 };
 
-ForkHold g_fork_hold;
+// In the child: frees a lock a thread of the parent's had for an instant (turned back by
+// the gate), writing only such a lock.
+class ForkChildReset final : public ForkLockVisitor {
+ public:
+  void visit(SpinLock& lock, const char*) override { lock.reset_in_child(); }
+};
+
+ForkPass g_fork_pass;
 
 void fork_prepare() {
   // Nothing built yet (a library user forking before its first allocation): no lock to
-  // take, and building the process objects inside fork is no place for it.
+  // wait for, and building the process objects inside fork is no place for it.
   if (g_created.load(std::memory_order_acquire) == nullptr) return;
-  visit_fork_locks(g_fork_hold);
-  // From here on this thread enters the locks it holds: an atfork handler that runs after
-  // this one (registered earlier) may allocate.
-  spin_lock_detail::fork_owner.store(spin_lock_detail::this_thread(), std::memory_order_release);
-}
-
-void release_fork_hold(bool in_child) {
-  spin_lock_detail::fork_owner.store(nullptr, std::memory_order_release);
-  g_fork_hold.release(in_child);
+  // The forking thread passes the gate: an atfork handler that runs after this one
+  // (registered earlier) may allocate.
+  g_fork_pass.restart();
+  SpinLock::close_fork_gate(spin_lock_detail::this_thread());
+  // Again while a thread was let in during the pass: it may hold a lock the pass had
+  // already seen free. The threads let in finish their holds, and no other starts one.
+  for (;;) {
+    const uint64_t before = SpinLock::fork_gate_before_pass();
+    visit_fork_locks(g_fork_pass);
+    if (SpinLock::seal_fork_gate(before)) break;
+    g_fork_pass.restart();
+  }
 }
 
 void fork_parent() {
-  release_fork_hold(false);
+  SpinLock::open_fork_gate(false);
 }
 
 // -1 until the release thread runs, then 1 if it found every signal blocked, else 0.
@@ -224,7 +209,7 @@ std::atomic<int64_t> g_child_born_us{0};
 // or found them switched off.
 bool start_housekeeping_when_due() {
   // Not from inside a fork's handlers (an atfork handler that allocates).
-  if (spin_lock_detail::fork_owner.load(std::memory_order_acquire) != nullptr) return false;
+  if (spin_lock_detail::fork_gate.load(std::memory_order_acquire) != 0) return false;
   Globals* g = g_created.load(std::memory_order_acquire);
   if (g == nullptr) return false;
   const int64_t now = g->chunk_mgr.now_us();
@@ -264,7 +249,11 @@ __attribute__((cold)) void fork_child() {
     }
     ObjectSet::arm_slow_path_hook(&start_housekeeping_when_due);
   }
-  release_fork_hold(true);
+  if (g_created.load(std::memory_order_acquire) != nullptr) {
+    ForkChildReset reset;
+    visit_fork_locks(reset);
+  }
+  SpinLock::open_fork_gate(true);
 }
 
 // Readers of the region see generation 0 once the process exits.
@@ -351,8 +340,8 @@ void stats_region_chunk_tick() {
   globals().stats.tick(global_chunk_mgr().now_us(), false);
 }
 
-int fork_locks_held() {
-  return g_fork_hold.held();
+int fork_locks_passed() {
+  return g_fork_pass.passed();
 }
 
 namespace {

@@ -29,18 +29,20 @@ inline ObMallocAllocator& global_malloc_allocator() {
   ObMallocAllocator* a = global_detail::malloc_allocator.load(std::memory_order_acquire);
   return a != nullptr ? *a : global_detail::create_and_get_malloc_allocator();
 }
-// The fork-lock registry: passes every lock fork() must hold to `v`, outer locks first, by
-// calling each layer's visit function. Stable only while the object set list does not
-// change (it is, from the registry's own object-set list lock on).
+// The fork-lock registry: passes every lock fork() must find free to `v`, outer locks
+// first (a lock taken while another is held comes after it), by calling each layer's
+// visit function. Stable only while the object set list does not change (it is during a
+// fork, once the prepare handler's pass is past the object-set list lock).
 void visit_fork_locks(ForkLockVisitor& v);
 // The C API's report buffer lock (c_api.cc), in the registry.
 void c_api_visit_fork_locks(ForkLockVisitor& v);
-// How many registry locks the fork in progress holds so far (0 outside a fork): while
-// fork's prepare handler waits for lock i, it is i. For tests.
-int fork_locks_held();
-// Registers pthread_atfork handlers that hold every registry lock across fork(), so a
-// child forked while other threads allocate can allocate, and the forking thread enters
-// the locks it holds, so atfork handlers that run after achunk's may allocate. Idempotent. Not
+// How many registry locks the prepare handler of the last fork has seen free: while it
+// waits for lock i, it is i. For tests.
+int fork_locks_passed();
+// Registers pthread_atfork handlers that make fork() find every registry lock free (the
+// fork gate, see spin_lock.h), so a child forked while other threads allocate can
+// allocate, and the forking thread passes the gate, so atfork handlers that run after
+// achunk's may allocate. Idempotent. Not
 // called from inside malloc (pthread_atfork may allocate). The wiring registers the
 // handlers at load time in every build; the drop-in malloc also builds the process objects
 // then, through this.

@@ -3,13 +3,17 @@
 // on an oversubscribed machine leaves the waiter off the CPU for whole timeslices after
 // the lock is free. The unlock stays a plain store (an atomic exchange there cost the
 // chunk cache's hit 40%), so a wake can be missed in a rare race; a sleeper also wakes
-// after 1 ms and looks again. It never allocates, so the allocator itself can use it. It
-// can also be held for fork(): then the forking thread enters it freely (see fork_lock()),
-// so a pthread_atfork handler that allocates after achunk's prepare ran cannot hang.
-// The parent releases each such lock after the fork; the child releases them all at
-// once by moving to a new fork epoch (release_fork_holds_in_child), and a lock still held
-// for an older epoch is free to the first thread that claims it, so the child writes none
-// of the pages the locks live on unless it takes them.
+// after 1 ms and looks again. It never allocates, so the allocator itself can use it.
+// fork() must find every lock that says so (ForkRole::HELD) free, and writes none: after
+// a fork every page is copy-on-write, and each lock page written costs a fault and a
+// copy. So fork's prepare handler closes the fork gate and passes the registry, waiting
+// until each lock is free (wait_free_for_fork). While the gate is closed a thread that
+// holds no lock waits before it takes one; one that holds a lock goes on (its holds may
+// be what the pass waits for) and is counted, and a pass during which one went on is run
+// again; a clean pass seals the gate, and from then on only the forking thread takes a
+// fork lock, so an atfork handler that allocates after achunk's prepare cannot hang. The
+// parent and child handlers open the gate; the child also frees a lock that a thread
+// turned back had for an instant (reset_in_child), reading every other.
 // Every lock says at construction whether fork() holds it (ForkRole), and the process
 // tallies the live locks fork() holds, so a test can prove the fork-lock registry
 // (fork_locks.h) complete; the tally costs nothing on lock() and unlock(), nor in building
@@ -18,6 +22,8 @@
 
 #include <atomic>
 #include <cstdint>
+
+#include "achunk/base/tls.h"
 
 namespace achunk {
 
@@ -29,7 +35,8 @@ inline void cpu_relax() {
 #endif
 }
 
-// Whether fork() holds a lock. A lock it does not hold says so where it is constructed,
+// Whether fork() waits for a lock to be free (HELD: the lock is in the fork-lock registry).
+// A lock it does not wait for says so where it is constructed,
 // with the reason, so the registry test (tests/global/fork_lock_registry_test.cc) counts it.
 enum class ForkRole : uint8_t { HELD, NOT_HELD };
 
@@ -37,18 +44,20 @@ namespace spin_lock_detail {
 // Live locks built at run time with ForkRole::HELD (namespace-scope locks are listed
 // instead, see ACHUNK_STATIC_SPIN_LOCK).
 extern std::atomic<int64_t> alive_held;
-// The thread running fork()'s handlers while it holds the fork locks, else nullptr.
+// The thread running fork()'s handlers while the gate is closed, else nullptr.
 extern std::atomic<const void*> fork_owner;
 // Waits that slept on the futex, all locks together (contention seen from outside).
 extern std::atomic<int64_t> sleeps;
 // This thread's identity for fork_owner (a TLS address: same in the child of a fork).
 const void* this_thread();
-// Bumped in a forked child: every lock held for a fork of an earlier epoch is free.
-extern std::atomic<uint32_t> fork_epoch;
-// The fork mark of a lock held for the current epoch's fork (never 0).
-inline uint32_t current_fork_mark() {
-  return fork_epoch.load(std::memory_order_relaxed) + 1;
-}
+// 0 while no fork runs. Else GATE_CLOSED, GATE_SEALED once a pass found every fork lock
+// free with nobody let in, and the number of threads let in times GATE_LET_IN.
+extern std::atomic<uint64_t> fork_gate;
+inline constexpr uint64_t GATE_CLOSED = 1;
+inline constexpr uint64_t GATE_SEALED = 2;
+inline constexpr uint64_t GATE_LET_IN = 4;
+// Locks (of either role) this thread holds.
+extern ACHUNK_TLS int held_locks;
 inline bool forking_thread() {
   const void* owner = fork_owner.load(std::memory_order_acquire);
   return owner != nullptr && owner == this_thread();
@@ -86,48 +95,59 @@ class SpinLock {
   bool is_static() const { return static_; }
 
   void lock() {
-    // On a lock held for fork this changes nothing: state_ is already LOCKED.
-    if (__builtin_expect(state_.exchange(LOCKED, std::memory_order_acquire) == FREE, 1)) return;
-    lock_slow(true);
+    // seq_cst: the exchange and the gate's load pair with the prepare handler's closing
+    // of the gate and its loads of state_ (see wait_free_for_fork).
+    if (__builtin_expect(state_.exchange(LOCKED, std::memory_order_seq_cst) == FREE, 1)) {
+      if (__builtin_expect(spin_lock_detail::fork_gate.load(std::memory_order_seq_cst) == 0, 1) ||
+          passes_closed_gate()) {
+        ++spin_lock_detail::held_locks;
+        return;
+      }
+      lock_slow(true);
+      return;
+    }
+    lock_slow(false);
   }
   bool try_lock() {
-    if (state_.load(std::memory_order_relaxed) == FREE &&
-        state_.exchange(LOCKED, std::memory_order_acquire) == FREE) {
-      return true;
+    if (state_.load(std::memory_order_relaxed) != FREE ||
+        state_.exchange(LOCKED, std::memory_order_seq_cst) != FREE) {
+      return false;
     }
-    return passes_for_fork() || claim_stale();
+    if (__builtin_expect(spin_lock_detail::fork_gate.load(std::memory_order_seq_cst) != 0, 0) &&
+        !passes_closed_gate()) {
+      release();
+      return false;
+    }
+    ++spin_lock_detail::held_locks;
+    return true;
   }
   void unlock() {
-    // Held for fork: the forking thread entered it and leaves it held. Anyone else who
-    // holds the lock reads false here.
-    if (__builtin_expect(fork_mark_.load(std::memory_order_relaxed) != 0, 0)) return;
+    --spin_lock_detail::held_locks;
     release();
   }
 
-  // Taken by the forking thread in fork()'s prepare handler; until fork_unlock() every
-  // other thread waits in lock(), while the forking thread (once the fork locks are all
-  // held and it is published as spin_lock_detail::fork_owner) enters and leaves it without
-  // changing it: the fork owner holds every fork lock, so no other thread is inside.
-  void fork_lock() {
-    lock_slow(false);
-    fork_mark_.store(spin_lock_detail::current_fork_mark(), std::memory_order_relaxed);
+  // fork()'s prepare handler: closes the gate (`owner`, the forking thread, passes it),
+  // then passes the registry with wait_free_for_fork() until seal_fork_gate() succeeds.
+  static void close_fork_gate(const void* owner);
+  // Returns once the lock is free, writing nothing to it.
+  void wait_free_for_fork() const;
+  // The gate's word before a pass, for seal_fork_gate().
+  static uint64_t fork_gate_before_pass() {
+    return spin_lock_detail::fork_gate.load(std::memory_order_seq_cst);
   }
-  // Released after fork() in the parent and the child. Only a lock still held for the fork
-  // changes, so releasing twice is harmless.
-  void fork_unlock() {
-    if (fork_mark_.load(std::memory_order_relaxed) == 0) return;
-    fork_mark_.store(0, std::memory_order_relaxed);
-    release();
+  // After a pass: seals the gate if nobody was let in since `before`; false if someone
+  // was (then the pass runs again).
+  static bool seal_fork_gate(uint64_t before) {
+    return spin_lock_detail::fork_gate.compare_exchange_strong(
+        before, before | spin_lock_detail::GATE_SEALED, std::memory_order_seq_cst);
   }
-  // In a forked child, for every lock at once: each lock held for the fork becomes free
-  // to its first claimant (claim_stale), and the child writes no lock until it takes one.
-  static void release_fork_holds_in_child() {
-    spin_lock_detail::fork_epoch.fetch_add(1, std::memory_order_relaxed);
-  }
-  bool held() const { return state_.load(std::memory_order_relaxed) != FREE && !stale(); }
-  // Waiters that went to sleep on the lock and have not had it yet (none on a stale lock:
-  // the count is the parent's, and its claimant zeroes it).
-  bool has_sleepers() const { return sleepers_.load(std::memory_order_relaxed) != 0 && !stale(); }
+  // The parent and child handlers, after the fork.
+  static void open_fork_gate(bool in_child);
+  // Threads the closed gate turned back that sleep until it opens (for tests).
+  static uint32_t gate_sleepers();
+  bool held() const { return state_.load(std::memory_order_relaxed) != FREE; }
+  // Waiters that went to sleep on the lock and have not had it yet.
+  bool has_sleepers() const { return sleepers_.load(std::memory_order_relaxed) != 0; }
   // Just after unlock(), by a thread that will take the lock again at once (a loop of
   // holds): if a waiter sleeps, yields until one has had the lock, at most max_yields
   // times, so the loop cannot take it back first each time and starve the waiter.
@@ -136,8 +156,9 @@ class SpinLock {
   // In a forked child: the parent's sleepers are not in the child, and a count left
   // behind would make every unlock there a futex syscall.
   void forget_sleepers() { sleepers_.store(0, std::memory_order_relaxed); }
-  // In a forked child, for a lock fork() does not hold: its holder and its sleepers may be
-  // threads of the parent's, which the child does not have. Free for the child's threads.
+  // In a forked child, for every lock: its holder and its sleepers may be threads of the
+  // parent's (a NOT_HELD lock's holder, or a thread the closed gate turned back just
+  // after its exchange), which the child does not have. Free for the child's threads.
   // Written only if it must be: a write would copy the lock's page into the child.
   void reset_in_child() {
     if (sleepers_.load(std::memory_order_relaxed) != 0) forget_sleepers();
@@ -149,40 +170,23 @@ class SpinLock {
   static constexpr uint32_t FREE = 0;
   static constexpr uint32_t LOCKED = 1;
 
-  bool passes_for_fork() const {
-    return fork_mark_.load(std::memory_order_relaxed) == spin_lock_detail::current_fork_mark() &&
-           spin_lock_detail::forking_thread();
-  }
-  // Held for the fork of an earlier epoch: in a child, free to whoever claims it.
-  bool stale() const {
-    const uint32_t mark = fork_mark_.load(std::memory_order_relaxed);
-    return mark != 0 && mark != spin_lock_detail::current_fork_mark();
-  }
-  // Takes a stale lock (its state_ stays LOCKED, now this thread's); one claimant wins.
-  // The parent's sleepers counted in it are not in the child.
-  bool claim_stale() {
-    uint32_t mark = fork_mark_.load(std::memory_order_relaxed);
-    if (mark == 0 || mark == spin_lock_detail::current_fork_mark()) return false;
-    if (!fork_mark_.compare_exchange_strong(mark, 0, std::memory_order_acquire)) return false;
-    sleepers_.store(0, std::memory_order_relaxed);
-    return true;
-  }
+  // Just after this thread's exchange took state_ with the gate closed: whether it keeps
+  // the lock. A lock fork() does not wait for, the forking thread, and (until the gate is
+  // sealed) a thread that holds a lock, counted as let in, keep it.
+  bool passes_closed_gate();
   void release() {
     state_.store(FREE, std::memory_order_release);
     // May read a sleeper's count before the store above is seen (no fence here): that
     // sleeper then wakes after its 1 ms nap.
     if (__builtin_expect(sleepers_.load(std::memory_order_relaxed) != 0, 0)) wake_one();
   }
-  // for_fork_owner: whether the fork owner may pass a lock held for fork (not while the
-  // fork's prepare handler is still taking the locks).
-  void lock_slow(bool for_fork_owner);
+  // lock() when the lock was held, or (turned_back) taken while the closed gate turned
+  // this thread back: then it lets the lock go and waits for the gate first.
+  void lock_slow(bool turned_back);
   void wake_one();
 
   std::atomic<uint32_t> state_{FREE};  // the futex word
   std::atomic<uint32_t> sleepers_{0};  // waiters in or about to enter a futex wait
-  // 0, or the fork mark (epoch + 1) of the fork it is held for: set only by the fork
-  // owner, while it holds the lock.
-  std::atomic<uint32_t> fork_mark_{0};
   const ForkRole role_;
   const bool static_ = false;
 };

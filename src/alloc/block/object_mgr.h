@@ -101,7 +101,7 @@ class ObjectMgr {
   // madvise calls outside the shard locks (BlockSet::take_stale_spans): a thread that
   // allocates meanwhile never waits for them. Tails that dedicated chunks kept as long
   // are unmapped under the shard's lock (BlockSet::trim_idle_slack). The washer's lock,
-  // which fork holds, is held for one batch of WASH_BATCH spans (the time spans are off
+  // which fork waits for, is held for one batch of WASH_BATCH spans (the time spans are off
   // the free lists) and let go between batches, where between(wash lock) runs (tests pass
   // their own): by default it hands the lock to a waiter, so a fork waits for one batch's
   // madvise calls, not the whole wash. Returns the bytes washed and unmapped.
@@ -142,11 +142,11 @@ class ObjectMgr {
   static AChunk* next_unvisited(const BlockSet& bs, ScanCursor& cursor);
 
   SpinLock wash_lock_;  // one batch of washing at a time; taken before any shard lock
-  // One usage scan at a time (chunk marks); taken before any shard lock. Not held for
-  // fork: a scan holds it through its whole walk but a shard's lock for one chunk at a
-  // time, and fork holds the shards, so a fork waits for one chunk's visit, not for the
-  // scan. A child that inherits it held (its scanner is not there) resets it
-  // (on_fork_child); the marks the scan left on its chunks are no later scan's.
+  // One usage scan at a time (chunk marks); taken before any shard lock. Not waited for
+  // by fork: a scan holds it through its whole walk, so a closed fork gate lets the scan
+  // take its shard locks and the fork waits for the scan's end. A child that inherits it
+  // held (its scanner is not there) resets it (on_fork_child); the marks the scan left on
+  // its chunks are no later scan's.
   SpinLock scan_lock_{ForkRole::NOT_HELD};
   std::atomic<int> open_{1};
   // The window lock_any judges contention over: collisions since it began, and the

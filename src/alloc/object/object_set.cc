@@ -489,7 +489,7 @@ void ObjectSet::fire_slow_path_hook() {
 // Cold: with the child's other fork code, so a forked child faults in few text pages.
 __attribute__((cold)) void ObjectSet::on_fork_child() {
   object_set_tls::fork_generation.fetch_add(1, std::memory_order_relaxed);
-  // The set list's lock is still held for the fork: the list cannot change.
+  // Only this thread runs in the child: the list cannot change.
   for (auto& slot : g_sets) {
     if (ObjectSet* set = slot.load(std::memory_order_acquire)) set->mgr_.on_fork_child();
   }

@@ -127,89 +127,108 @@ TEST(SpinLockTest, TryLockFailsWhileHeldAndTakesAFreeLock) {
   EXPECT_TRUE(other);
 }
 
-TEST(SpinLockTest, ForkUnlockWakesAThreadThatSleptOnALockHeldForFork) {
-  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
-  lock.fork_lock();
-  lock.unlock();  // the fork owner leaves it held
-  EXPECT_TRUE(lock.held());
-  Waiter waiter(lock, [] {});
-  EXPECT_TRUE(waiter.asleep());
-  lock.fork_unlock();
-  waiter.join();
-  EXPECT_FALSE(lock.held());
+// Until `done` holds, or 20 s.
+template <typename F>
+bool eventually(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
-// A child forked while a thread slept on a lock inherits the count but not the thread;
-// forget_sleepers() (the fork handler's, for every registry lock) clears it.
-TEST(SpinLockTest, AForkedChildForgetsTheParentsSleepers) {
+// While the fork gate is closed, a thread that holds no lock lets a fork lock go again
+// and sleeps until the gate opens; one that holds a lock goes on and is counted, so the
+// pass cannot seal the gate; once it is sealed, nobody but the forking thread goes on.
+TEST(SpinLockTest, TheClosedGateTurnsBackAThreadHoldingNoLockAndLetsInOneHoldingOne) {
+  SpinLock a;  // fork locks: the gate applies to them
+  SpinLock b;
+  SpinLock own(ForkRole::NOT_HELD);
+  SpinLock::close_fork_gate(nullptr);  // no forking thread: this one takes no fork lock
+  std::atomic<bool> had_a{false};
+  std::thread turned_back([&] {
+    a.lock();
+    had_a.store(true);
+    a.unlock();
+  });
+  ASSERT_TRUE(eventually([] { return SpinLock::gate_sleepers() == 1; }));
+  EXPECT_FALSE(had_a.load());
+  EXPECT_FALSE(a.held());  // let go again
+  EXPECT_FALSE(a.try_lock());
+
+  const uint64_t before = SpinLock::fork_gate_before_pass();
+  bool had_b = false;
+  std::thread([&] {
+    own.lock();
+    b.lock();  // holds `own`: goes on
+    had_b = true;
+    b.unlock();
+    own.unlock();
+  }).join();
+  EXPECT_TRUE(had_b);
+  EXPECT_FALSE(SpinLock::seal_fork_gate(before));  // someone was let in: pass again
+  EXPECT_TRUE(SpinLock::seal_fork_gate(SpinLock::fork_gate_before_pass()));
+  bool tried = true;
+  std::thread([&] {
+    own.lock();
+    tried = b.try_lock();  // sealed: not even a thread that holds a lock
+    own.unlock();
+  }).join();
+  EXPECT_FALSE(tried);
+  EXPECT_FALSE(had_a.load());
+
+  SpinLock::open_fork_gate(false);
+  turned_back.join();
+  EXPECT_TRUE(had_a.load());
+  EXPECT_EQ(SpinLock::gate_sleepers(), 0u);
+}
+
+// The forking thread passes its own closed gate, and the pass waits for a held lock
+// until its holder lets it go.
+TEST(SpinLockTest, TheForkPassWaitsForAHolderAndTheForkingThreadPasses) {
+  SpinLock a;
+  a.lock();
+  std::atomic<bool> passed{false};
+  std::thread pass([&] {
+    a.wait_free_for_fork();
+    passed.store(true);
+  });
+  const int64_t sleeps = SpinLock::sleeps();
+  for (int i = 0; i < 1000 && !passed.load(); ++i) std::this_thread::yield();
+  EXPECT_FALSE(passed.load());
+  EXPECT_EQ(SpinLock::sleeps(), sleeps);  // the pass is no counted sleeper
+  a.unlock();
+  pass.join();
+  EXPECT_TRUE(passed.load());
+
+  SpinLock::close_fork_gate(spin_lock_detail::this_thread());
+  ASSERT_TRUE(SpinLock::seal_fork_gate(SpinLock::fork_gate_before_pass()));
+  EXPECT_TRUE(a.try_lock());  // an atfork handler that runs after achunk's may allocate
+  a.unlock();
+  a.lock();
+  a.unlock();
+  SpinLock::open_fork_gate(false);
+}
+
+// A child frees a lock a thread of the parent's had (a NOT_HELD lock's holder, or a
+// thread the gate turned back just after its exchange) and forgets its sleepers.
+TEST(SpinLockTest, AChildFreesALockAParentsThreadHadAndForgetsItsSleepers) {
   SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
   lock.lock();
   Waiter waiter(lock, [] {});
   EXPECT_TRUE(waiter.asleep());
-  // The waiter stays counted between its 1 ms naps, until it has the lock.
   expect_child_passes([&] {
-    if (!lock.has_sleepers()) return 2;
-    lock.forget_sleepers();
-    lock.unlock();
-    return !lock.has_sleepers() && !lock.held() ? 0 : 1;
-  });
-  lock.unlock();
-  waiter.join();
-}
-
-// A child releases every lock held for its fork at once, by a new epoch, writing none:
-// each is free to the first thread that takes it (and then an ordinary lock), while the
-// parent, whose epoch never moves, keeps it held until fork_unlock().
-TEST(SpinLockTest, ANewForkEpochFreesTheLocksHeldForTheForkToTheirFirstClaimant) {
-  SpinLock a(ForkRole::NOT_HELD);  // the test's own locks
-  SpinLock b(ForkRole::NOT_HELD);
-  SpinLock c(ForkRole::NOT_HELD);
-  a.fork_lock();
-  b.fork_lock();
-  c.fork_lock();
-  EXPECT_TRUE(a.held());
-  bool other = true;
-  std::thread([&] { other = a.try_lock(); }).join();
-  EXPECT_FALSE(other);  // held for this epoch's fork: not claimable
-  expect_child_passes([&] {
-    SpinLock::release_fork_holds_in_child();  // as the wiring's fork handler does
-    int failures = 0;
-    failures += a.held() || b.held() || c.held();
-    failures += !a.try_lock();  // claimed: an ordinary lock of this thread's now
-    failures += !a.held();
-    a.unlock();
-    failures += a.held();
-    b.lock();  // through lock()'s slow path
-    failures += !b.held();
-    b.unlock();
-    failures += b.held() || b.has_sleepers();
-    c.fork_lock();  // a child forking again takes it for its own epoch
-    c.fork_unlock();
-    failures += c.held();
-    return failures;
-  });
-  // The parent's: still held until released.
-  EXPECT_TRUE(a.held() && b.held() && c.held());
-  a.fork_unlock();
-  b.fork_unlock();
-  c.fork_unlock();
-  EXPECT_FALSE(a.held() || b.held() || c.held());
-}
-
-// A child's claim of a lock held for its fork forgets the parent's sleepers counted in it.
-TEST(SpinLockTest, AClaimInTheChildForgetsTheParentsSleepers) {
-  SpinLock lock(ForkRole::NOT_HELD);  // a test's own lock
-  lock.fork_lock();
-  Waiter waiter(lock, [] {});
-  EXPECT_TRUE(waiter.asleep());
-  expect_child_passes([&] {
-    // The wiring's fork handler moved the epoch already (a second move changes nothing).
-    SpinLock::release_fork_holds_in_child();
+    // The waiter stays counted between its 1 ms naps, until it has the lock.
+    if (!lock.held() || !lock.has_sleepers()) return 2;
+    lock.reset_in_child();
+    int failures = lock.held() || lock.has_sleepers();
     lock.lock();
     lock.unlock();
-    return !lock.has_sleepers() && !lock.held() ? 0 : 1;
+    failures += lock.held();
+    return failures;
   });
-  lock.fork_unlock();
+  lock.unlock();
   waiter.join();
 }
 
