@@ -123,9 +123,13 @@ Globals* create_globals() {
   return g;
 }
 
+// pthread_once, not a function-local static: the drop-in links no libstdc++ (its guard).
+pthread_once_t g_globals_once = PTHREAD_ONCE_INIT;
+
 Globals& globals() {
-  static Globals* g = create_globals();
-  return *g;
+  if (Globals* g = g_created.load(std::memory_order_acquire)) return *g;
+  pthread_once(&g_globals_once, [] { create_globals(); });
+  return *g_created.load(std::memory_order_acquire);
 }
 
 ContextEnv context_env() {
@@ -377,7 +381,9 @@ ObMallocAllocator& create_and_get_malloc_allocator() {
   // starts, so pthread_create's own allocations take the ordinary path.
   malloc_allocator.store(&g.malloc_allocator, std::memory_order_release);
   malloc_allocator_id.store(g.malloc_allocator.id(), std::memory_order_relaxed);
-  start_release_thread();
+  // A forked child whose parent had yet to allocate: its hook starts the thread once it
+  // is due (a short-lived child starts none).
+  if (!ObjectSet::slow_path_hook_armed()) start_release_thread();
   return g.malloc_allocator;
 }
 }  // namespace global_detail

@@ -3,13 +3,16 @@
 // the achunk_* functions, so `LD_PRELOAD=libachunk_malloc.so` or
 // `mysqld_safe --malloc-lib=/usr/lib/x86_64-linux-gnu/libachunk_malloc.so` routes a
 // whole process through achunk. Depends on achunk.h and global.h (fork handlers).
+#include <dlfcn.h>
 #include <errno.h>
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <new>
 
 #include "achunk/achunk.h"
+#include "achunk/base/error_report.h"
 #include "alloc/object/object_set.h"
 #include "global/global.h"
 #include "global/malloc_hit.h"
@@ -22,10 +25,36 @@ namespace achunk {
 extern const bool drop_in_malloc_linked = true;
 }
 
+// The library links no libstdc++ (so a process that is not C++, and every exec, loads
+// none): operator new's new_handler and bad_alloc come from the program's libstdc++,
+// bound weakly at load. Only C++ calls operator new, and a C++ program has it loaded.
+namespace {
+using NewHandler = void (*)();
+extern "C" NewHandler stdcxx_get_new_handler() noexcept __asm__("_ZSt15get_new_handlerv")
+    __attribute__((weak));
+extern "C" [[noreturn]] void stdcxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
+    __attribute__((weak));
+
+// libstdc++'s own nothrow operators new: each calls the throwing one (this library's) and
+// catches what the new_handler throws, which the standard has nothrow new turn into
+// nullptr. Looked up at load (RTLD_NEXT: the definitions this library interposes).
+enum NothrowKind { NEW, NEW_ARRAY, NEW_ALIGNED, NEW_ARRAY_ALIGNED, NOTHROW_KINDS };
+void* g_stdcxx_nothrow_new[NOTHROW_KINDS];
+
+void resolve_libstdcxx_nothrow_new() {
+  static const char* const NAMES[NOTHROW_KINDS] = {"_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+                                                   "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                                   "_ZnamSt11align_val_tRKSt9nothrow_t"};
+  if (stdcxx_get_new_handler == nullptr) return;  // no libstdc++ in this process
+  for (int k = 0; k < NOTHROW_KINDS; ++k) g_stdcxx_nothrow_new[k] = dlsym(RTLD_NEXT, NAMES[k]);
+}
+}  // namespace
+
 // At load time, outside any malloc call: pthread_atfork may itself allocate. The
 // housekeeping thread starts later, on the first allocation.
 __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
+  resolve_libstdcxx_nothrow_new();
 }
 
 // At exit, with stats_print:true: the dump and the usage go to stderr.
@@ -140,22 +169,47 @@ ACHUNK_ALIAS(__libc_free_aligned_sized, free_aligned_sized);
 
 namespace {
 
+NewHandler current_new_handler() {
+  return stdcxx_get_new_handler != nullptr ? stdcxx_get_new_handler() : nullptr;
+}
+
 // operator new: retry through the new_handler, then throw, as the standard says.
 __attribute__((noinline)) void* new_or_throw(size_t n, size_t align) {
   for (;;) {
     void* p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
     if (p != nullptr) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    NewHandler handler = current_new_handler();
+    if (handler == nullptr) {
+      if (stdcxx_throw_bad_alloc != nullptr) stdcxx_throw_bad_alloc();
+      // libstdc++ came later (dlopen, not in the global scope): nothing to throw with.
+      achunk::write_stderr_line(
+          "achunk: operator new is out of memory and cannot throw bad_alloc "
+          "(libstdc++ was not loaded with the program)");
+      abort();
+    }
     handler();
   }
 }
 
-void* new_nothrow(size_t n, size_t align) noexcept {
-  try {
-    return new_or_throw(n, align);
-  } catch (...) {
-    return nullptr;
+// nothrow new: nullptr once the new_handler gives up; if it throws, libstdc++'s own
+// nothrow new (which calls the throwing one) catches it.
+void* new_nothrow(size_t n, size_t align, NothrowKind kind) noexcept {
+  void* p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+  if (p != nullptr || current_new_handler() == nullptr) return p;
+  if (void* next = g_stdcxx_nothrow_new[kind]) {
+    static constexpr std::nothrow_t TAG{};  // not std::nothrow, a libstdc++ symbol
+    if (kind == NEW || kind == NEW_ARRAY) {
+      return reinterpret_cast<void* (*)(size_t, const std::nothrow_t&)>(next)(n, TAG);
+    }
+    return reinterpret_cast<void* (*)(size_t, std::align_val_t, const std::nothrow_t&)>(next)(
+        n, std::align_val_t(align), TAG);
+  }
+  for (;;) {  // no libstdc++ nothrow new to catch with: a throwing handler's exception escapes
+    NewHandler handler = current_new_handler();
+    if (handler == nullptr) return nullptr;
+    handler();
+    p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+    if (p != nullptr) return p;
   }
 }
 
@@ -175,10 +229,10 @@ ACHUNK_NEW void* operator new[](size_t n) {
   return new_or_throw(n, 0);
 }
 ACHUNK_NEW void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  return new_nothrow(n, 0);
+  return new_nothrow(n, 0, NEW);
 }
 ACHUNK_NEW void* operator new[](size_t n, const std::nothrow_t&) noexcept {
-  return new_nothrow(n, 0);
+  return new_nothrow(n, 0, NEW_ARRAY);
 }
 ACHUNK_NEW void* operator new(size_t n, std::align_val_t a) {
   if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n)) return p;
@@ -189,10 +243,10 @@ ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a) {
   return new_or_throw(n, static_cast<size_t>(a));
 }
 ACHUNK_NEW void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return new_nothrow(n, static_cast<size_t>(a));
+  return new_nothrow(n, static_cast<size_t>(a), NEW_ALIGNED);
 }
 ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return new_nothrow(n, static_cast<size_t>(a));
+  return new_nothrow(n, static_cast<size_t>(a), NEW_ARRAY_ALIGNED);
 }
 ACHUNK_NEW void operator delete(void* p) noexcept {
   achunk_free(p);

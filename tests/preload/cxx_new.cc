@@ -18,6 +18,13 @@ static void handler() {
   if (++g_handler_calls == 2) std::set_new_handler(nullptr);
 }
 
+static int g_throwing_calls = 0;
+// Throws at once, as a handler may: new passes it on, nothrow new gives nullptr.
+static void throwing_handler() {
+  ++g_throwing_calls;
+  throw std::bad_alloc();
+}
+
 static bool throws_bad_alloc(size_t align) {
   try {
     void* p = align == 0 ? ::operator new(IMPOSSIBLE)
@@ -77,6 +84,19 @@ int main() {
   CHECK(g_handler_calls == 2);
   CHECK(::operator new(IMPOSSIBLE, std::nothrow) == nullptr);
   CHECK(::operator new[](IMPOSSIBLE, std::align_val_t(64), std::nothrow) == nullptr);
+
+  // The library links no libstdc++: a handler that throws still reaches the caller of
+  // new, and is caught for nothrow new (by the program's libstdc++).
+  std::set_new_handler(throwing_handler);
+  CHECK(throws_bad_alloc(0));
+  CHECK(throws_bad_alloc(64));
+  CHECK(::operator new(IMPOSSIBLE, std::nothrow) == nullptr);
+  CHECK(::operator new[](IMPOSSIBLE, std::nothrow) == nullptr);
+  CHECK(::operator new(IMPOSSIBLE, std::align_val_t(64), std::nothrow) == nullptr);
+  CHECK(::operator new[](IMPOSSIBLE, std::align_val_t(64), std::nothrow) == nullptr);
+  CHECK(g_throwing_calls == 6);
+  std::set_new_handler(nullptr);
+  CHECK(::operator new(IMPOSSIBLE, std::nothrow) == nullptr);
 
   if (g_failures == 0) printf("cxx_new ok\n");
   return g_failures == 0 ? 0 : 1;

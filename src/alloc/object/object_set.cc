@@ -33,7 +33,7 @@ ACHUNK_STATIC_SPIN_LOCK(g_sets_lock, ForkRole::HELD);
 auto& g_generation = object_set_tls::generation;
 
 pthread_key_t g_exit_key;
-std::once_flag g_exit_key_once;
+pthread_once_t g_exit_key_once = PTHREAD_ONCE_INIT;  // libc's: no libstdc++ in the drop-in
 
 // Thread exit: hand every heap of the thread back to its set, then its state to the
 // pool. pthread keys (not a thread_local destructor) because registering those may call
@@ -69,7 +69,7 @@ void on_thread_exit(void*) {
 }
 
 void arm_thread_exit() {
-  std::call_once(g_exit_key_once, [] { pthread_key_create(&g_exit_key, &on_thread_exit); });
+  pthread_once(&g_exit_key_once, [] { pthread_key_create(&g_exit_key, &on_thread_exit); });
   // Any non-null value makes the destructor run at exit.
   if (pthread_getspecific(g_exit_key) == nullptr) pthread_setspecific(g_exit_key, &g_exit_key);
 }
