@@ -169,6 +169,10 @@ ACHUNK_ALIAS(__libc_free_aligned_sized, free_aligned_sized);
 
 namespace {
 
+void* alloc_aligned(size_t n, size_t align) {
+  return align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+}
+
 NewHandler current_new_handler() {
   return stdcxx_get_new_handler != nullptr ? stdcxx_get_new_handler() : nullptr;
 }
@@ -176,7 +180,7 @@ NewHandler current_new_handler() {
 // operator new: retry through the new_handler, then throw, as the standard says.
 __attribute__((noinline)) void* new_or_throw(size_t n, size_t align) {
   for (;;) {
-    void* p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+    void* p = alloc_aligned(n, align);
     if (p != nullptr) return p;
     NewHandler handler = current_new_handler();
     if (handler == nullptr) {
@@ -194,7 +198,7 @@ __attribute__((noinline)) void* new_or_throw(size_t n, size_t align) {
 // nothrow new: nullptr once the new_handler gives up; if it throws, libstdc++'s own
 // nothrow new (which calls the throwing one) catches it.
 void* new_nothrow(size_t n, size_t align, NothrowKind kind) noexcept {
-  void* p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+  void* p = alloc_aligned(n, align);
   if (p != nullptr || current_new_handler() == nullptr) return p;
   if (void* next = g_stdcxx_nothrow_new[kind]) {
     static constexpr std::nothrow_t TAG{};  // not std::nothrow, a libstdc++ symbol
@@ -208,7 +212,7 @@ void* new_nothrow(size_t n, size_t align, NothrowKind kind) noexcept {
     NewHandler handler = current_new_handler();
     if (handler == nullptr) return nullptr;
     handler();
-    p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+    p = alloc_aligned(n, align);
     if (p != nullptr) return p;
   }
 }

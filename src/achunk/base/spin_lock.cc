@@ -107,13 +107,10 @@ void SpinLock::lock_slow(bool turned_back) {
         syscall(SYS_futex, futex_word(state_), FUTEX_WAIT_PRIVATE, LOCKED, &timeout, nullptr, 0);
       }
     }
-    if (spin_lock_detail::fork_gate.load(std::memory_order_seq_cst) == 0 || passes_closed_gate()) {
-      break;
-    }
+    if (keeps_taken_lock()) break;
     turned_back = true;
   }
   if (counted) sleepers_.fetch_sub(1, std::memory_order_release);
-  ++spin_lock_detail::held_locks;
   errno = saved_errno;
 }
 

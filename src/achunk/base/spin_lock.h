@@ -98,11 +98,7 @@ class SpinLock {
     // seq_cst: the exchange and the gate's load pair with the prepare handler's closing
     // of the gate and its loads of state_ (see wait_free_for_fork).
     if (__builtin_expect(state_.exchange(LOCKED, std::memory_order_seq_cst) == FREE, 1)) {
-      if (__builtin_expect(spin_lock_detail::fork_gate.load(std::memory_order_seq_cst) == 0, 1) ||
-          passes_closed_gate()) {
-        ++spin_lock_detail::held_locks;
-        return;
-      }
+      if (__builtin_expect(keeps_taken_lock(), 1)) return;
       lock_slow(true);
       return;
     }
@@ -113,13 +109,9 @@ class SpinLock {
         state_.exchange(LOCKED, std::memory_order_seq_cst) != FREE) {
       return false;
     }
-    if (__builtin_expect(spin_lock_detail::fork_gate.load(std::memory_order_seq_cst) != 0, 0) &&
-        !passes_closed_gate()) {
-      release();
-      return false;
-    }
-    ++spin_lock_detail::held_locks;
-    return true;
+    if (__builtin_expect(keeps_taken_lock(), 1)) return true;
+    release();
+    return false;
   }
   void unlock() {
     --spin_lock_detail::held_locks;
@@ -170,6 +162,16 @@ class SpinLock {
   static constexpr uint32_t FREE = 0;
   static constexpr uint32_t LOCKED = 1;
 
+  // Just after this thread's exchange took state_: whether it keeps the lock (then counted
+  // in held_locks). The seq_cst load pairs with close_fork_gate (see wait_free_for_fork).
+  bool keeps_taken_lock() {
+    if (__builtin_expect(spin_lock_detail::fork_gate.load(std::memory_order_seq_cst) != 0, 0) &&
+        !passes_closed_gate()) {
+      return false;
+    }
+    ++spin_lock_detail::held_locks;
+    return true;
+  }
   // Just after this thread's exchange took state_ with the gate closed: whether it keeps
   // the lock. A lock fork() does not wait for, the forking thread, and (until the gate is
   // sealed) a thread that holds a lock, counted as let in, keep it.
