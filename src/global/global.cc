@@ -17,6 +17,7 @@
 #include "achunk/base/spin_lock.h"
 #include "achunk/platform/clock.h"
 #include "achunk/platform/linux_os.h"
+#include "alloc/object/object_check.h"
 #include "alloc/object/object_set.h"
 #include "context/context_env.h"
 #include "global/child_housekeeping.h"
@@ -79,8 +80,13 @@ struct Globals final : StatsHost {
   void apply() {
     chunk_mgr.apply_options(options);
     malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
-    ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
+    apply_object_options();
     context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
+  }
+  void apply_object_options() {
+    ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
+    set_report_dealloc_mismatch(options[OPT_DEALLOC_MISMATCH] != 0 &&
+                                !global_detail::origins_foreign.load(std::memory_order_relaxed));
   }
   // A change of one option reaches its owner alone: a new TTL flushes no cache. The
   // drop-in malloc's options are read where they are used.
@@ -93,7 +99,7 @@ struct Globals final : StatsHost {
         malloc_allocator.set_span_idle_ms(options[OPT_SPAN_IDLE_MS]);
         break;
       case OptionOwner::OBJECT:
-        ObjectSet::set_shared_slab_bytes(options[OPT_SHARED_SLAB_BYTES]);
+        apply_object_options();
         break;
       case OptionOwner::CONTEXT:
         context_use_pm.store(options[OPT_CONTEXT_USE_PM] != 0, std::memory_order_relaxed);
@@ -374,6 +380,7 @@ AllocatorOverhead global_overhead() {
 namespace global_detail {
 std::atomic<ObMallocAllocator*> malloc_allocator{nullptr};
 std::atomic<uint32_t> malloc_allocator_id{0};
+std::atomic<bool> origins_foreign{false};
 
 ObMallocAllocator& create_and_get_malloc_allocator() {
   Globals& g = globals();

@@ -20,6 +20,9 @@ extern std::atomic<ObMallocAllocator*> malloc_allocator;
 // entry against it without reading the allocator (MallocShim::malloc_fast).
 extern std::atomic<uint32_t> malloc_allocator_id;
 ObMallocAllocator& create_and_get_malloc_allocator();
+// The process's operators new or delete are not all the drop-in malloc's (a program
+// defines its own): objects carry no origin and dealloc_mismatch has no effect.
+extern std::atomic<bool> origins_foreign;
 }  // namespace global_detail
 
 AChunkMgr& global_chunk_mgr();

@@ -17,14 +17,16 @@ inline uint32_t malloc_allocator_id() {
 }
 
 // A small object from the calling thread's entry, or nullptr: then malloc_miss.
-__attribute__((always_inline)) inline void* malloc_hit(size_t size) {
-  return MallocShim::malloc_fast(malloc_allocator_id(), size);
+// `origin`: origin_bits of operator new's family, 0 for malloc's.
+__attribute__((always_inline)) inline void* malloc_hit(size_t size, uint64_t origin = 0) {
+  return MallocShim::malloc_fast(malloc_allocator_id(), size, origin);
 }
 
 // The same for an alignment that is a power of two (up to a page; nullptr above).
-__attribute__((always_inline)) inline void* aligned_hit(size_t alignment, size_t size) {
+__attribute__((always_inline)) inline void* aligned_hit(size_t alignment, size_t size,
+                                                        uint64_t origin = 0) {
   if (!MallocShim::power_of_two(alignment)) return nullptr;
-  return MallocShim::aligned_fast(malloc_allocator_id(), alignment, size);
+  return MallocShim::aligned_fast(malloc_allocator_id(), alignment, size, origin);
 }
 
 // malloc() after malloc_hit() returned nullptr (c_api.cc): the whole request, errno set

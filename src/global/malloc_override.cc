@@ -2,7 +2,8 @@
 // glibc's malloc family, the __libc_* aliases and every C++ operator new/delete on top of
 // the achunk_* functions, so `LD_PRELOAD=libachunk_malloc.so` or
 // `mysqld_safe --malloc-lib=/usr/lib/x86_64-linux-gnu/libachunk_malloc.so` routes a
-// whole process through achunk. Depends on achunk.h and global.h (fork handlers).
+// whole process through achunk. Depends on achunk.h, global.h (fork handlers) and the
+// object layer's origins (object_check.h).
 #include <dlfcn.h>
 #include <errno.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "achunk/achunk.h"
 #include "achunk/base/error_report.h"
+#include "alloc/object/object_check.h"
 #include "alloc/object/object_set.h"
 #include "global/global.h"
 #include "global/malloc_hit.h"
@@ -48,6 +50,59 @@ void resolve_libstdcxx_nothrow_new() {
   if (stdcxx_get_new_handler == nullptr) return;  // no libstdc++ in this process
   for (int k = 0; k < NOTHROW_KINDS; ++k) g_stdcxx_nothrow_new[k] = dlsym(RTLD_NEXT, NAMES[k]);
 }
+
+// What operator new (new[]) stamps on its objects (origin_bits) and what operator delete
+// (delete[]) expects (in_use_key): each family's own, so a free by another family is
+// caught at the free; MALLOC's when the process's operators are not all this library's.
+// Written once, at load; a load each on new and delete, folded into the or and the compare.
+struct OriginKeys {
+  uint64_t bits;
+  uint64_t key;
+};
+OriginKeys g_new_origin = {achunk::origin_bits(achunk::AllocOrigin::NEW),
+                           achunk::in_use_key(achunk::AllocOrigin::NEW)};
+OriginKeys g_array_origin = {achunk::origin_bits(achunk::AllocOrigin::NEW_ARRAY),
+                             achunk::in_use_key(achunk::AllocOrigin::NEW_ARRAY)};
+
+// A program (or a library before this one) that defines some operators new or delete of
+// its own pairs them with this library's others: its new (over malloc) meets this
+// delete, or this new meets its delete (over free). Origins would then report what is
+// no mismatch, so every object is MALLOC's in such a process.
+void check_operators_are_ours() {
+  static const char* const NAMES[] = {"_Znwm",
+                                      "_Znam",
+                                      "_ZnwmRKSt9nothrow_t",
+                                      "_ZnamRKSt9nothrow_t",
+                                      "_ZnwmSt11align_val_t",
+                                      "_ZnamSt11align_val_t",
+                                      "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                      "_ZnamSt11align_val_tRKSt9nothrow_t",
+                                      "_ZdlPv",
+                                      "_ZdaPv",
+                                      "_ZdlPvRKSt9nothrow_t",
+                                      "_ZdaPvRKSt9nothrow_t",
+                                      "_ZdlPvm",
+                                      "_ZdaPvm",
+                                      "_ZdlPvSt11align_val_t",
+                                      "_ZdaPvSt11align_val_t",
+                                      "_ZdlPvmSt11align_val_t",
+                                      "_ZdaPvmSt11align_val_t",
+                                      "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+                                      "_ZdaPvSt11align_val_tRKSt9nothrow_t"};
+  if (stdcxx_get_new_handler == nullptr) return;  // not C++: only these operators exist
+  Dl_info self;
+  if (dladdr(static_cast<void*>(&g_new_origin), &self) == 0) return;
+  for (const char* name : NAMES) {
+    void* f = dlsym(RTLD_DEFAULT, name);
+    Dl_info where;
+    if (f == nullptr || (dladdr(f, &where) != 0 && where.dli_fbase == self.dli_fbase)) continue;
+    g_new_origin = {0, achunk::in_use_key(achunk::AllocOrigin::MALLOC)};
+    g_array_origin = g_new_origin;
+    achunk::global_detail::origins_foreign.store(true, std::memory_order_relaxed);
+    achunk::set_report_dealloc_mismatch(false);
+    return;
+  }
+}
 }  // namespace
 
 // At load time, outside any malloc call: pthread_atfork may itself allocate. The
@@ -55,6 +110,7 @@ void resolve_libstdcxx_nothrow_new() {
 __attribute__((constructor)) static void achunk_malloc_init() {
   achunk::install_fork_handlers();
   resolve_libstdcxx_nothrow_new();
+  check_operators_are_ours();
 }
 
 // At exit, with stats_print:true: the dump and the usage go to stderr.
@@ -169,8 +225,10 @@ ACHUNK_ALIAS(__libc_free_aligned_sized, free_aligned_sized);
 
 namespace {
 
-void* alloc_aligned(size_t n, size_t align) {
-  return align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+// operator new's allocation, marked with its family's `origin` bits.
+void* alloc_aligned(size_t n, size_t align, uint64_t origin) {
+  void* p = align <= 16 ? achunk_malloc(n) : achunk_aligned_alloc(align, n);
+  return achunk::MallocShim::stamp_origin(p, origin);
 }
 
 NewHandler current_new_handler() {
@@ -178,9 +236,9 @@ NewHandler current_new_handler() {
 }
 
 // operator new: retry through the new_handler, then throw, as the standard says.
-__attribute__((noinline)) void* new_or_throw(size_t n, size_t align) {
+__attribute__((noinline)) void* new_or_throw(size_t n, size_t align, uint64_t origin) {
   for (;;) {
-    void* p = alloc_aligned(n, align);
+    void* p = alloc_aligned(n, align, origin);
     if (p != nullptr) return p;
     NewHandler handler = current_new_handler();
     if (handler == nullptr) {
@@ -198,7 +256,9 @@ __attribute__((noinline)) void* new_or_throw(size_t n, size_t align) {
 // nothrow new: nullptr once the new_handler gives up; if it throws, libstdc++'s own
 // nothrow new (which calls the throwing one) catches it.
 void* new_nothrow(size_t n, size_t align, NothrowKind kind) noexcept {
-  void* p = alloc_aligned(n, align);
+  const bool array = kind == NEW_ARRAY || kind == NEW_ARRAY_ALIGNED;
+  const uint64_t origin = array ? g_array_origin.bits : g_new_origin.bits;
+  void* p = alloc_aligned(n, align, origin);
   if (p != nullptr || current_new_handler() == nullptr) return p;
   if (void* next = g_stdcxx_nothrow_new[kind]) {
     static constexpr std::nothrow_t TAG{};  // not std::nothrow, a libstdc++ symbol
@@ -212,7 +272,7 @@ void* new_nothrow(size_t n, size_t align, NothrowKind kind) noexcept {
     NewHandler handler = current_new_handler();
     if (handler == nullptr) return nullptr;
     handler();
-    p = alloc_aligned(n, align);
+    p = alloc_aligned(n, align, origin);
     if (p != nullptr) return p;
   }
 }
@@ -225,12 +285,12 @@ void* new_nothrow(size_t n, size_t align, NothrowKind kind) noexcept {
 // servers allocate most of their objects here, and without it each new paid a call, a
 // frame and the handler loop's set-up.
 ACHUNK_NEW void* operator new(size_t n) {
-  if (void* p = achunk::malloc_hit(n)) return p;
-  return new_or_throw(n, 0);
+  if (void* p = achunk::malloc_hit(n, g_new_origin.bits)) return p;
+  return new_or_throw(n, 0, g_new_origin.bits);
 }
 ACHUNK_NEW void* operator new[](size_t n) {
-  if (void* p = achunk::malloc_hit(n)) return p;
-  return new_or_throw(n, 0);
+  if (void* p = achunk::malloc_hit(n, g_array_origin.bits)) return p;
+  return new_or_throw(n, 0, g_array_origin.bits);
 }
 ACHUNK_NEW void* operator new(size_t n, const std::nothrow_t&) noexcept {
   return new_nothrow(n, 0, NEW);
@@ -239,12 +299,12 @@ ACHUNK_NEW void* operator new[](size_t n, const std::nothrow_t&) noexcept {
   return new_nothrow(n, 0, NEW_ARRAY);
 }
 ACHUNK_NEW void* operator new(size_t n, std::align_val_t a) {
-  if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n)) return p;
-  return new_or_throw(n, static_cast<size_t>(a));
+  if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n, g_new_origin.bits)) return p;
+  return new_or_throw(n, static_cast<size_t>(a), g_new_origin.bits);
 }
 ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a) {
-  if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n)) return p;
-  return new_or_throw(n, static_cast<size_t>(a));
+  if (void* p = achunk::aligned_hit(static_cast<size_t>(a), n, g_array_origin.bits)) return p;
+  return new_or_throw(n, static_cast<size_t>(a), g_array_origin.bits);
 }
 ACHUNK_NEW void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return new_nothrow(n, static_cast<size_t>(a), NEW_ALIGNED);
@@ -253,38 +313,38 @@ ACHUNK_NEW void* operator new[](size_t n, std::align_val_t a, const std::nothrow
   return new_nothrow(n, static_cast<size_t>(a), NEW_ARRAY_ALIGNED);
 }
 ACHUNK_NEW void operator delete(void* p) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW>(p, g_new_origin.key);
 }
 ACHUNK_NEW void operator delete[](void* p) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW_ARRAY>(p, g_array_origin.key);
 }
 ACHUNK_NEW void operator delete(void* p, const std::nothrow_t&) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW>(p, g_new_origin.key);
 }
 ACHUNK_NEW void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW_ARRAY>(p, g_array_origin.key);
 }
 ACHUNK_NEW void operator delete(void* p, size_t) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW>(p, g_new_origin.key);
 }
 ACHUNK_NEW void operator delete[](void* p, size_t) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW_ARRAY>(p, g_array_origin.key);
 }
 ACHUNK_NEW void operator delete(void* p, std::align_val_t) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW>(p, g_new_origin.key);
 }
 ACHUNK_NEW void operator delete[](void* p, std::align_val_t) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW_ARRAY>(p, g_array_origin.key);
 }
 ACHUNK_NEW void operator delete(void* p, size_t, std::align_val_t) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW>(p, g_new_origin.key);
 }
 ACHUNK_NEW void operator delete[](void* p, size_t, std::align_val_t) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW_ARRAY>(p, g_array_origin.key);
 }
 ACHUNK_NEW void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW>(p, g_new_origin.key);
 }
 ACHUNK_NEW void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-  achunk_free(p);
+  achunk::MallocShim::free<achunk::AllocOrigin::NEW_ARRAY>(p, g_array_origin.key);
 }

@@ -347,7 +347,7 @@ uint64_t StatsRegion::serve_request(bool housekeeping) {
     const int id = find_option(r.option, std::strlen(r.option));
     const bool settable = id == OPT_MEMORY_LIMIT || id == OPT_MEMORY_CHUNK_CACHE_SIZE ||
                           id == OPT_CHUNK_CACHE_TTL_MS || id == OPT_SPAN_IDLE_MS ||
-                          id == OPT_RELEASE_INTERVAL_MS;
+                          id == OPT_RELEASE_INTERVAL_MS || id == OPT_DEALLOC_MISMATCH;
     int64_t v = 0;
     char err[160];
     if (id < 0) {

@@ -98,6 +98,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
             "[OPTIONS] chunk_cache_ttl_ms=30000\n"
             "[OPTIONS] span_idle_ms=1000\n"
             "[OPTIONS] shared_slab_bytes=0\n"
+            "[OPTIONS] dealloc_mismatch=1\n"
             "[OPTIONS] context_use_pm=1\n"
             "[OPTIONS] stats_print=0\n"
             "[OPTIONS] release_interval_ms=0\n"
@@ -135,7 +136,7 @@ TEST_F(StatsRegionTest, GoldenTextAndJsonForAFixedRegion) {
       "\"DEFAULT_CTX_ID\",\"mod\":\"golden\",\"hold\":128,\"used\":100,\"count\":1}],"
       "\"options\":{\"memory_limit\":0,\"memory_chunk_cache_size\":0,"
       "\"large_chunk_cache\":1,\"chunk_cache_ttl_ms\":30000,\"span_idle_ms\":1000,\"shared_slab_"
-      "bytes\":0,\"context_use_"
+      "bytes\":0,\"dealloc_mismatch\":1,\"context_use_"
       "pm\":1,"
       "\"stats_print\":0,\"release_interval_ms\":0,\"stats_region\":1,\"stats_interval_ms\":"
       "0},\"ctx_count\":1,"
@@ -181,6 +182,12 @@ TEST_F(StatsRegionTest, SetOptionIsValidatedAppliedAndAnswered) {
   EXPECT_EQ(s.get("option.memory_chunk_cache_size"), 2 << 20);
   EXPECT_EQ(s.get("chunk_mgr.freelists_hold"), 2 * MB);  // the surplus unmapped
   EXPECT_EQ(s.get("requests_served"), 1);
+  // An operator may let a server's alloc-dealloc mismatches pass without a restart.
+  send(stats::ControlOp::SET_OPTION, "dealloc_mismatch", "0");
+  tick(false);
+  ASSERT_TRUE(answered());
+  EXPECT_EQ(control()->result, 0) << control()->message;
+  EXPECT_EQ(host_.opts.values[OPT_DEALLOC_MISMATCH], 0);
 }
 
 // A reader that sees the answer sees the refresh after it: the answer is published last.

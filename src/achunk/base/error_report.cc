@@ -24,6 +24,8 @@ const char* kind_name(ErrorKind kind) {
       return "double free";
     case ErrorKind::CORRUPTION:
       return "heap corruption";
+    case ErrorKind::DEALLOC_MISMATCH:
+      return "alloc-dealloc mismatch";
     case ErrorKind::INVALID_FREE:
       break;
   }

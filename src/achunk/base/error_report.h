@@ -6,7 +6,9 @@
 
 namespace achunk {
 
-enum class ErrorKind : int { INVALID_FREE, DOUBLE_FREE, CORRUPTION };
+// DEALLOC_MISMATCH: freed by another call family than the one that allocated it (free of
+// operator new's object, delete of new[]'s, ...).
+enum class ErrorKind : int { INVALID_FREE, DOUBLE_FREE, CORRUPTION, DEALLOC_MISMATCH };
 
 // `message` is a complete line without the newline; it lives only during the call.
 using ErrorHandler = void (*)(ErrorKind kind, const void* ptr, const char* message);

@@ -33,6 +33,10 @@ const OptionDef OPTION_TABLE[OPTION_COUNT] = {
      "threads share, so threads that allocate little share pages; 0: every thread carves "
      "slabs of its own from its first object; 64K in the drop-in malloc",
      64 * KB},
+    {"dealloc_mismatch", OptionOwner::OBJECT, OptionType::BOOL, 1, 0, 1,
+     "report and abort when an object is freed by another call family than the one that "
+     "allocated it (free of operator new's, delete of new[]'s, delete or realloc of "
+     "malloc's); 0: free it as asked. Only the drop-in malloc's operators new mark objects"},
     // context layer (MemoryContext)
     {"context_use_pm", OptionOwner::CONTEXT, OptionType::BOOL, 1, 0, 1,
      "memory contexts asking for it take pages from their thread's page manager"},

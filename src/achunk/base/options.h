@@ -28,6 +28,7 @@ enum OptionId : int {
   OPT_SPAN_IDLE_MS,
   // object
   OPT_SHARED_SLAB_BYTES,
+  OPT_DEALLOC_MISMATCH,
   // context
   OPT_CONTEXT_USE_PM,
   // drop-in malloc

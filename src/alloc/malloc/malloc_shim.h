@@ -22,9 +22,11 @@ class MallocShim {
   // The drop-in malloc's hit, inline: a small object from the calling thread's entry of
   // the allocator whose id() is `allocator_id`, with no call. nullptr when it is not a
   // hit; malloc() then serves the request.
-  __attribute__((always_inline)) static void* malloc_fast(uint32_t allocator_id, size_t size) {
+  // `origin`: origin_bits of the caller's family (operator new's), 0 for malloc's.
+  __attribute__((always_inline)) static void* malloc_fast(uint32_t allocator_id, size_t size,
+                                                          uint64_t origin = 0) {
     return ObMallocAllocator::alloc_static_fast(allocator_id, static_cast<int64_t>(size),
-                                                GLIBC_ATTR);
+                                                GLIBC_ATTR, origin);
   }
   void* malloc(size_t size) {
     if (void* p = malloc_fast(allocator_.id(), size)) return p;
@@ -38,15 +40,26 @@ class MallocShim {
   }
   // The aligned calls' hit, inline as malloc_fast: `alignment` a power of two.
   __attribute__((always_inline)) static void* aligned_fast(uint32_t allocator_id, size_t alignment,
-                                                           size_t size) {
-    return ObMallocAllocator::alloc_align_static_fast(allocator_id, alignment, size, GLIBC_ATTR);
+                                                           size_t size, uint64_t origin = 0) {
+    return ObMallocAllocator::alloc_align_static_fast(allocator_id, alignment, size, GLIBC_ATTR,
+                                                      origin);
   }
   // posix_memalign's rule: a power of two and a multiple of sizeof(void*).
   static bool posix_alignment(size_t alignment) {
     return power_of_two(alignment) && alignment % sizeof(void*) == 0;
   }
   static bool power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
-  static void free(void* ptr) { ObMallocAllocator::free(ptr); }
+  // free(), or operator delete (delete[]) with `origin` NEW (NEW_ARRAY): `key` as
+  // ObMallocAllocator::free's.
+  template <AllocOrigin origin = AllocOrigin::MALLOC>
+  static void free(void* ptr, uint64_t key = in_use_key(origin)) {
+    ObMallocAllocator::free<origin>(ptr, key);
+  }
+  // Marks what a miss of operator new returned as `origin`'s (nullptr left alone).
+  static void* stamp_origin(void* ptr, uint64_t origin) {
+    if (ptr != nullptr && origin != 0) store_header(ptr, load_header(ptr) | origin);
+    return ptr;
+  }
   void* calloc(size_t count, size_t size);
   void* realloc(void* ptr, size_t size);
   // realloc's hit and its move, as ObMallocAllocator's (resize_in_slot, realloc_moved),

@@ -1,6 +1,6 @@
 // Object layer: the 8-byte header before every object and the canary after it, and the
-// size classes objects are carved in. The header packs magic, state, label id and the
-// requested size into one word written with a single store, so a usage scan can read
+// size classes objects are carved in. The header packs magic, state, origin, label id and
+// the requested size into one word written with a single store, so a usage scan can read
 // it while the owner thread works. Depends on nothing above the chunk layer.
 #pragma once
 
@@ -19,7 +19,7 @@ inline constexpr uint64_t AOBJECT_TAIL_MAGIC = 0x8F8F7E7E00E7F8F8ULL;
 inline constexpr int64_t AOBJECT_MAX_SIZE = (int64_t{1} << 32) - 1;
 inline constexpr int64_t OBJECT_MAX_SIZE = int64_t{1} << 45;  // 32 TiB: leaves room for pads
 
-// Header word layout: [63:48] magic | [47:32] label id | [31:0] requested size.
+// Header word layout: [63:48] magic | [47:46] origin | [45:32] label id | [31:0] size.
 enum class ObjectState : uint16_t {
   FREE = 0xCED0,     // a free slot of a slab
   IN_USE = 0xCED1,   // a small object handed out
@@ -27,8 +27,32 @@ enum class ObjectState : uint16_t {
   ALIGNED = 0xCED5,  // an alignment pad: the low 32 bits are the offset back to the object
 };
 
+// The call family that allocated an object, kept in the header word in front of its user
+// pointer (an aligned pointer's pad too), so a free by another family is caught there.
+// Only the drop-in malloc's operators new stamp one; every other object is MALLOC.
+enum class AllocOrigin : uint8_t { MALLOC = 0, NEW = 1, NEW_ARRAY = 2 };
+inline constexpr int ORIGIN_SHIFT = 46;
+inline constexpr uint64_t ORIGIN_MASK = uint64_t{3} << ORIGIN_SHIFT;
+inline constexpr uint64_t LABEL_ID_MASK = (uint64_t{1} << (ORIGIN_SHIFT - 32)) - 1;
+constexpr uint64_t origin_bits(AllocOrigin origin) {
+  return uint64_t{static_cast<uint8_t>(origin)} << ORIGIN_SHIFT;
+}
+
 constexpr uint64_t make_header(ObjectState state, uint16_t label, uint32_t size) {
-  return (uint64_t{static_cast<uint16_t>(state)} << 48) | (uint64_t{label} << 32) | size;
+  return (uint64_t{static_cast<uint16_t>(state)} << 48) |
+         ((uint64_t{label} & LABEL_ID_MASK) << 32) | size;
+}
+// An object in use that `origin` allocated has h >> ORIGIN_SHIFT equal to this: the
+// free's state check and origin check are one compare.
+constexpr uint64_t in_use_key(AllocOrigin origin) {
+  return (make_header(ObjectState::IN_USE, 0, 0) >> ORIGIN_SHIFT) | static_cast<uint8_t>(origin);
+}
+inline AllocOrigin header_origin(uint64_t h) {
+  return static_cast<AllocOrigin>((h & ORIGIN_MASK) >> ORIGIN_SHIFT);
+}
+// `h` with its size field set to `size`: state, origin and label kept.
+constexpr uint64_t with_size(uint64_t h, uint32_t size) {
+  return (h & ~uint64_t{0xFFFFFFFF}) | size;
 }
 // XOR turns an IN_USE header into the FREE one with the same label and size.
 inline constexpr uint64_t IN_USE_TO_FREE =
@@ -37,7 +61,7 @@ inline ObjectState header_state(uint64_t h) {
   return static_cast<ObjectState>(h >> 48);
 }
 inline uint16_t header_label(uint64_t h) {
-  return static_cast<uint16_t>(h >> 32);
+  return static_cast<uint16_t>((h >> 32) & LABEL_ID_MASK);
 }
 inline uint32_t header_size(uint64_t h) {
   return static_cast<uint32_t>(h);

@@ -302,12 +302,12 @@ void* ObMallocAllocator::alloc_slow(int64_t size, const ObMemAttr& attr, int64_t
   return try_alloc();
 }
 
-void ObMallocAllocator::free_checked(void* ptr) {
+void ObMallocAllocator::free_checked_by(void* ptr, AllocOrigin origin) {
   if (ptr == nullptr) return;
   ObjectSet::run_slow_path_hook();
   ABlock* block = nullptr;
   uint64_t h = checked_header(ptr, &block);
-  if (h == 0) return;
+  if (h == 0 || !origin_matches(ptr, h, origin, dealloc_name(origin))) return;
   if (header_state(h) == ObjectState::ALIGNED) {
     // An aligned pointer: the real object starts `offset` bytes before it.
     void* raw = static_cast<char*>(ptr) - header_size(h);
@@ -396,7 +396,7 @@ void* ObMallocAllocator::realloc(void* ptr, int64_t size, const ObMemAttr& attr)
   if (resize_in_slot(ptr, size, &sc, &live)) return ptr;
   if (sc >= 0) return realloc_moved(ptr, size, sc, live, attr);
   const uint64_t h = checked_header(ptr);
-  if (h == 0) return nullptr;
+  if (h == 0 || !origin_matches(ptr, h, AllocOrigin::MALLOC, "realloc")) return nullptr;
   if (header_state(h) != ObjectState::ALIGNED) {
     // Before the canary moves (in place) or the object does (grow_back), or an overrun so
     // far would go unseen. An aligned object's free below checks its own.

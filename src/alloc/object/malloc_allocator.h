@@ -56,12 +56,14 @@ class ObMallocAllocator {
   void* alloc_static_miss(int64_t size, const ObMemAttr& attr);
   // alloc_static's hit alone, for the allocator whose id() is `allocator_id`, with no call
   // and no read of the allocator: nullptr when it is not a hit or the slab ran dry.
+  // `origin`: the object's (AllocOrigin), as origin_bits.
   __attribute__((always_inline)) static void* alloc_static_fast(uint32_t allocator_id, int64_t size,
-                                                                const ObMemAttr& attr) {
+                                                                const ObMemAttr& attr,
+                                                                uint64_t origin = 0) {
     const malloc_front::Entry& e = malloc_front::static_entry();
     if (static_entry_valid(e, attr, allocator_id) &&
         static_cast<uint64_t>(size) <= static_cast<uint64_t>(SMALL_OBJECT_MAX)) {
-      return e.heap->alloc_object_fast(size, e.in_use_header);
+      return e.heap->alloc_object_fast(size, e.in_use_header | origin);
     }
     return nullptr;
   }
@@ -70,8 +72,11 @@ class ObMallocAllocator {
   // as malloc's sizes are: an alignment of 2^63 is no small one.
   __attribute__((always_inline)) static void* alloc_align_static_fast(uint32_t allocator_id,
                                                                       uint64_t align, uint64_t size,
-                                                                      const ObMemAttr& attr) {
-    if (align <= 16) return alloc_static_fast(allocator_id, static_cast<int64_t>(size), attr);
+                                                                      const ObMemAttr& attr,
+                                                                      uint64_t origin = 0) {
+    if (align <= 16) {
+      return alloc_static_fast(allocator_id, static_cast<int64_t>(size), attr, origin);
+    }
     const malloc_front::Entry& e = malloc_front::static_entry();
     if (align > static_cast<uint64_t>(PAGE_ALIGN) ||
         size > static_cast<uint64_t>(SMALL_OBJECT_MAX) ||
@@ -80,7 +85,7 @@ class ObMallocAllocator {
     }
     const int sc = class_for_alignment(static_cast<int64_t>(align), static_cast<int64_t>(size));
     if (sc < 0) return nullptr;
-    return e.heap->alloc_object_fast_in(sc, static_cast<int64_t>(size), e.in_use_header);
+    return e.heap->alloc_object_fast_in(sc, static_cast<int64_t>(size), e.in_use_header | origin);
   }
   // Unique per instance, never 0.
   uint32_t id() const { return id_; }
@@ -140,12 +145,16 @@ class ObMallocAllocator {
     return sc;
   }
   // Frees an object from any ObMallocAllocator. A pointer achunk never returned, a double
-  // free or an overwritten tail canary is reported through report_error(). nullptr fails
-  // the fast path's registry test (no chunk at address 0), so only the slow path asks.
-  static void free(void* ptr) {
+  // free, an overwritten tail canary or an object another call family than `origin`'s
+  // allocated (origin_matches) is reported through report_error(). nullptr fails the fast
+  // path's registry test (no chunk at address 0), so only the slow path asks. `key`:
+  // in_use_key(origin), or in_use_key(MALLOC) where every origin is taken as MALLOC's.
+  template <AllocOrigin origin = AllocOrigin::MALLOC>
+  static void free(void* ptr, uint64_t key = in_use_key(origin)) {
     ObjectSet::free_fast(
-        ptr, [] { return malloc_front::static_entry().heap; }, &free_checked);
+        ptr, [] { return malloc_front::static_entry().heap; }, &free_checked<origin>, key);
   }
+
   // Requested size of a live object; -1 (and a report) for an invalid pointer.
   static int64_t get_size(void* ptr);
   // Bytes the caller may use (at least the requested size): the object is grown in place
@@ -222,7 +231,11 @@ class ObMallocAllocator {
   // alloc_align; `static_attr`: alloc_align_static's.
   void* alloc_align_in(int64_t align, int64_t size, const ObMemAttr& attr, bool static_attr);
   // Every other free: other threads' objects, big and aligned ones, and the reports.
-  static void free_checked(void* ptr);
+  template <AllocOrigin origin>
+  static void free_checked(void* ptr) {
+    free_checked_by(ptr, origin);
+  }
+  static void free_checked_by(void* ptr, AllocOrigin origin);
 
   struct Tenant {
     std::atomic<bool> ready{false};

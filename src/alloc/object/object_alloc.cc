@@ -258,7 +258,7 @@ bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
     }
   }
   if (header_state(h) == ObjectState::BIG) store_big_size(ptr, new_size);
-  store_header(ptr, make_header(header_state(h), header_label(h), header_size_field(new_size)));
+  store_header(ptr, with_size(h, header_size_field(new_size)));  // origin kept
   write_tail(ptr, new_size);
   return true;
 }

@@ -91,13 +91,16 @@ class ObjectSet {
   // a slab of any thread (or of none), its canary intact. Anything else (big objects,
   // aligned pointers, any failed check) goes untouched to `fallback`, the caller's full
   // path, which frees it or reports what is wrong; a tail call, so the fast path saves
-  // no register. `ptr` must not be null.
+  // no register. `ptr` must not be null. An object whose header shifted by ORIGIN_SHIFT
+  // is not `key` (in_use_key of the caller's AllocOrigin) goes to the fallback too, at no
+  // cost: state and origin are one compare.
   using FreeFallback = void (*)(void* ptr);
   // `bin_of()`: the calling thread's heap whose bins take the frees of its set's objects,
   // or nullptr; asked only for an object the calling thread does not own.
   template <typename BinOf>
-  __attribute__((always_inline)) static inline void free_fast(void* ptr, BinOf bin_of,
-                                                              FreeFallback fallback);
+  __attribute__((always_inline)) static inline void free_fast(
+      void* ptr, BinOf bin_of, FreeFallback fallback,
+      uint64_t key = in_use_key(AllocOrigin::MALLOC));
   // Pushes n freed objects of the slab `block` (headers FREE, counted out of the slab),
   // linked from `first` to `last` through their first word, onto its remote list in one
   // compare-and-swap; the one that clears a let-go slab's REMOTE_NOTIFY makes it findable.
@@ -110,8 +113,8 @@ class ObjectSet {
   // for anything else (the caller's full path then answers or reports).
   static inline int64_t try_usable_size_fast(void* ptr);
   // realloc's common case, with the checks of the free's fast path: the class of a small
-  // object in use with its canary intact (its header in *header), or -1, touching
-  // nothing, for anything else (the full path then resizes or reports).
+  // object in use that malloc allocated, its canary intact (its header in *header), or
+  // -1, touching nothing, for anything else (the full path then resizes or reports).
   static inline int try_live_class(void* ptr, uint64_t* header);
   // Carves the slab's next page of slots onto its free list (owner only); false when the
   // whole slab is carved already.
@@ -569,7 +572,7 @@ inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
   // its line (a second miss after the header's) is not read here.
   if (header_size(h) == capacity) return capacity;
   if (!tail_intact(ptr, header_size(h))) return -1;
-  store_header(ptr, make_header(ObjectState::IN_USE, header_label(h), capacity));
+  store_header(ptr, with_size(h, static_cast<uint32_t>(capacity)));
   write_tail(ptr, capacity);
   return capacity;
 }
@@ -578,22 +581,24 @@ inline int ObjectSet::try_live_class(void* ptr, uint64_t* header) {
   const int sc = slab_class_fast(ptr);
   if (sc < 0) return -1;
   const uint64_t h = load_header(ptr);
-  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return -1;
+  if ((h >> ORIGIN_SHIFT) != in_use_key(AllocOrigin::MALLOC) || !tail_intact(ptr, header_size(h))) {
+    return -1;
+  }
   *header = h;
   return sc;
 }
 
-// Whether the object at ptr is in use with its canary intact; then marks it FREE,
-// keeping size and label so a later double free can name them.
-__attribute__((always_inline)) inline bool take_live(void* ptr) {
+// Whether the object at ptr is in use with the origin of `key` (in_use_key) and its canary
+// intact; then marks it FREE, keeping size and label so a later double free can name them.
+__attribute__((always_inline)) inline bool take_live(void* ptr, uint64_t key) {
   const uint64_t h = load_header(ptr);
-  if (header_state(h) != ObjectState::IN_USE || !tail_intact(ptr, header_size(h))) return false;
+  if ((h >> ORIGIN_SHIFT) != key || !tail_intact(ptr, header_size(h))) return false;
   store_header(ptr, h ^ IN_USE_TO_FREE);
   return true;
 }
 
 template <typename BinOf>
-inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback) {
+inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback, uint64_t key) {
   ABlock* block = object_span_fast(ptr);
   if (block == nullptr) return fallback(ptr);
   Slab* slab = slab_of(block);
@@ -601,7 +606,7 @@ inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback)
   // owned span is a slab: big objects, heaps and lent spans have no owner.
   const void* owner = slab->owner_thread_.load(std::memory_order_relaxed);
   if (owned_by_this_thread(owner)) {
-    if (!take_live(ptr)) return fallback(ptr);
+    if (!take_live(ptr, key)) return fallback(ptr);
     return ThreadHeap::free_local(block, slab, ptr);
   }
   const int sc = slab->sc_;
@@ -610,7 +615,7 @@ inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback)
   // and canary on lines another core may hold. Checked here all the same, then into the
   // bin of the calling thread's heap when the slab is of the bin's set.
   prefetch_tail_bounds(ptr, sc);
-  if (!take_live(ptr)) return fallback(ptr);
+  if (!take_live(ptr, key)) return fallback(ptr);
   return free_foreign(ptr, block, slab, bin_of());
 }
 
