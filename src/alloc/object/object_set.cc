@@ -141,8 +141,12 @@ void ObjectSet::flush_thread_heap() {
     ThreadState& state = thread_state();
     state.heaps[index_] = nullptr;
     // Front entries may name the heap: the thread forgets them all (a rare call), so a
-    // hit needs no check that its heap is still the thread's.
-    for (malloc_front::Entry& e : state.entries) e.allocator_id = 0;
+    // hit needs no check that its heap is still the thread's, and the drop-in free,
+    // which takes the static entry's heap as its bin unchecked, finds none.
+    for (malloc_front::Entry& e : state.entries) {
+      e.allocator_id = 0;
+      e.heap = nullptr;
+    }
     abandon(heap, false);
     return;
   }

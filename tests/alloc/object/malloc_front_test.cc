@@ -125,6 +125,25 @@ TEST_F(MallocFrontTest, TheStaticEntryServesOnlyItsAttrAllocatorAndHeap) {
   EXPECT_EQ(mgr_.get_used(), 0);
 }
 
+// The drop-in free hands another thread's object to the heap the static entry names. A
+// flush gives that heap back: a free before the thread's next malloc must not stash the
+// object in it, where nothing would ever give it back (nor in a heap a later thread gets).
+TEST_F(MallocFrontTest, AFlushedHeapTakesNoLaterFreeOfAnotherThreadsObject) {
+  ObMallocAllocator a(mgr_);
+  const ObMemAttr& attr = STATIC_A;
+  ObMallocAllocator::free(a.alloc_static(100, attr));  // the static entry names the heap
+  void* foreign = nullptr;
+  std::thread([&] {
+    foreign = a.alloc_static(100, attr);
+    a.flush_thread_caches();
+  }).join();
+  a.flush_thread_caches();
+  ObMallocAllocator::free(foreign);
+  a.flush_thread_caches();
+  EXPECT_EQ(count_of(a, "static_a"), 0);
+  EXPECT_EQ(mgr_.get_used(), 0) << "the object waits in a heap given back";
+}
+
 // A thread whose first allocations are aligned (I/O buffers, alignas(64) types) fills the
 // static entry with the first, as a malloc would: the next ones take the hit (the inline
 // one once their slab has a carved slot; a page class carves one at a time, and the next
