@@ -19,7 +19,8 @@ inline constexpr uint64_t AOBJECT_TAIL_MAGIC = 0x8F8F7E7E00E7F8F8ULL;
 inline constexpr int64_t AOBJECT_MAX_SIZE = (int64_t{1} << 32) - 1;
 inline constexpr int64_t OBJECT_MAX_SIZE = int64_t{1} << 45;  // 32 TiB: leaves room for pads
 
-// Header word layout: [63:48] magic | [47:46] origin | [45:32] label id | [31:0] size.
+// Header word layout: [63:48] magic | [47:46] origin | [44] plain | [43:32] label id |
+// [31:0] size.
 enum class ObjectState : uint16_t {
   FREE = 0xCED0,     // a free slot of a slab
   IN_USE = 0xCED1,   // a small object handed out
@@ -33,7 +34,11 @@ enum class ObjectState : uint16_t {
 enum class AllocOrigin : uint8_t { MALLOC = 0, NEW = 1, NEW_ARRAY = 2 };
 inline constexpr int ORIGIN_SHIFT = 46;
 inline constexpr uint64_t ORIGIN_MASK = uint64_t{3} << ORIGIN_SHIFT;
-inline constexpr uint64_t LABEL_ID_MASK = (uint64_t{1} << (ORIGIN_SHIFT - 32)) - 1;
+inline constexpr uint64_t LABEL_ID_MASK = (uint64_t{1} << 12) - 1;
+// Set on an object of the plain class of its header's size (size_class_of): its slot is
+// known from the header alone, so malloc_usable_size needs no span lookup. Only malloc's
+// front sets it; a header rewritten to another size in the same slot drops it.
+inline constexpr uint64_t PLAIN_CLASS_BIT = uint64_t{1} << 44;
 constexpr uint64_t origin_bits(AllocOrigin origin) {
   return uint64_t{static_cast<uint8_t>(origin)} << ORIGIN_SHIFT;
 }

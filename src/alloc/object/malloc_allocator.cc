@@ -105,7 +105,7 @@ void ObMallocAllocator::fill_front(ObTenantCtxAllocator& ta, int64_t size, const
                           heap,
                           attr.ctx_id_,
                           id_,
-                          make_header(ObjectState::IN_USE, label, 0)};
+                          make_header(ObjectState::IN_USE, label, 0) | PLAIN_CLASS_BIT};
 }
 
 const char* ctx_name(int ctx_id) {
@@ -208,8 +208,10 @@ void ObMallocAllocator::unstash_thread_caches() {
 
 void* ObMallocAllocator::alloc_refill(ThreadHeap& heap, uint16_t label, int64_t size,
                                       const ObMemAttr& attr, int sc) {
-  if (void* p = heap.alloc_object_in(sc >= 0 ? sc : size_class_of(size), size, label)) return p;
-  return alloc_slow(size, attr, 0, sc);
+  const uint64_t in_use = make_header(ObjectState::IN_USE, label, 0);
+  void* p = sc >= 0 ? heap.alloc_object_with(sc, size, in_use)
+                    : heap.alloc_object_with(size_class_of(size), size, in_use | PLAIN_CLASS_BIT);
+  return p != nullptr ? p : alloc_slow(size, attr, 0, sc);
 }
 
 void* ObMallocAllocator::alloc_static_miss(int64_t size, const ObMemAttr& attr) {
@@ -455,7 +457,7 @@ void* ObMallocAllocator::alloc_align_in(int64_t align, int64_t size, const ObMem
     const malloc_front::Entry& e = malloc_front::static_entry();
     void* p = nullptr;
     if (static_entry_valid(e, attr, id_)) {
-      p = e.heap->alloc_object_fast_in(sc, size, e.in_use_header);
+      p = e.heap->alloc_object_fast_in(sc, size, e.in_use_header & ~PLAIN_CLASS_BIT);
       if (p != nullptr) return p;
       p = alloc_refill(*e.heap, header_label(e.in_use_header), size, attr, sc);
     } else {

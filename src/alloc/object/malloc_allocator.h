@@ -85,7 +85,8 @@ class ObMallocAllocator {
     }
     const int sc = class_for_alignment(static_cast<int64_t>(align), static_cast<int64_t>(size));
     if (sc < 0) return nullptr;
-    return e.heap->alloc_object_fast_in(sc, static_cast<int64_t>(size), e.in_use_header | origin);
+    return e.heap->alloc_object_fast_in(sc, static_cast<int64_t>(size),
+                                        (e.in_use_header & ~PLAIN_CLASS_BIT) | origin);
   }
   // Unique per instance, never 0.
   uint32_t id() const { return id_; }

@@ -258,7 +258,8 @@ bool ObjectSet::resize_in_place(void* ptr, int64_t new_size) {
     }
   }
   if (header_state(h) == ObjectState::BIG) store_big_size(ptr, new_size);
-  store_header(ptr, with_size(h, header_size_field(new_size)));  // origin kept
+  // The origin stays; another size in the slot may be of another plain class.
+  store_header(ptr, with_size(h, header_size_field(new_size)) & ~PLAIN_CLASS_BIT);
   write_tail(ptr, new_size);
   return true;
 }

@@ -562,11 +562,37 @@ __attribute__((always_inline)) inline int slab_class_fast(void* ptr) {
   return sc;
 }
 
-inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
-  const int sc = slab_class_fast<false>(ptr);
-  if (sc < 0) return -1;
+// A plain-class object in use (PLAIN_CLASS_BIT, any origin): its header alone names its
+// class; state and bit compared as one.
+inline constexpr uint64_t PLAIN_STATE_MASK = ~uint64_t{0} << 48 | PLAIN_CLASS_BIT;
+inline constexpr uint64_t PLAIN_IN_USE = make_header(ObjectState::IN_USE, 0, 0) | PLAIN_CLASS_BIT;
+
+// The class of the small object in use at ptr, its header in *header, or -1: usable_size's
+// and realloc's checked lookup. The registry first, as every fast path: the unit starts a
+// live chunk of an object set, mapped in whole units (chunk_aligned_size), and the header
+// word lies past its header region, so the read cannot fault. A plain-class object's
+// header names its class, its ABlock line left alone; any other's slab does (`prefetch`:
+// as slab_class_fast's).
+template <bool prefetch>
+__attribute__((always_inline)) inline int live_class_fast(void* ptr, uint64_t* header) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_marked_in_range(a) ||
+      (a & (ACHUNK_ALIGN - 1)) < ACHUNK_HEADER_SIZE + AOBJECT_HEADER_SIZE) {
+    return -1;
+  }
   const uint64_t h = load_header(ptr);
-  if (header_state(h) != ObjectState::IN_USE) return -1;
+  *header = h;
+  if ((h & PLAIN_STATE_MASK) == PLAIN_IN_USE && header_size(h) <= SMALL_OBJECT_MAX) {
+    return size_class_of(header_size(h));
+  }
+  const int sc = slab_class_fast<prefetch>(ptr);
+  return header_state(h) == ObjectState::IN_USE ? sc : -1;
+}
+
+inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
+  uint64_t h;
+  const int sc = live_class_fast<false>(ptr, &h);
+  if (sc < 0) return -1;
   const int64_t capacity = class_slot_size(sc) - AOBJECT_META_SIZE;
   // Grown to its slot already: the canary stays where it is, for the free to check, and
   // its line (a second miss after the header's) is not read here.
@@ -578,9 +604,9 @@ inline int64_t ObjectSet::try_usable_size_fast(void* ptr) {
 }
 
 inline int ObjectSet::try_live_class(void* ptr, uint64_t* header) {
-  const int sc = slab_class_fast(ptr);
+  uint64_t h;
+  const int sc = live_class_fast<true>(ptr, &h);
   if (sc < 0) return -1;
-  const uint64_t h = load_header(ptr);
   if ((h >> ORIGIN_SHIFT) != in_use_key(AllocOrigin::MALLOC) || !tail_intact(ptr, header_size(h))) {
     return -1;
   }

@@ -139,8 +139,12 @@ class ThreadHeap {
   }
   // The same in class sc, which holds `size` (an aligned class, say).
   void* alloc_object_in(int sc, int64_t size, uint16_t label) {
+    return alloc_object_with(sc, size, make_header(ObjectState::IN_USE, label, 0));
+  }
+  // The same with the header `in_use_header | size` (PLAIN_CLASS_BIT for a plain class).
+  void* alloc_object_with(int sc, int64_t size, uint64_t in_use_header) {
     void* p = alloc(sc);
-    if (p != nullptr) init_object(p, size, make_header(ObjectState::IN_USE, label, 0));
+    if (p != nullptr) init_object(p, size, in_use_header);
     return p;
   }
   // A free of an object on one of the calling thread's slabs; `may_stash` false when the

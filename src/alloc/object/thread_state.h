@@ -33,7 +33,8 @@ struct alignas(64) Entry {
   ThreadHeap* heap;
   int32_t ctx_id;
   uint32_t allocator_id;  // 0: empty; so is every entry after the thread gives a heap back
-  // make_header(IN_USE, label id, 0): an object's header is this or its size.
+  // make_header(IN_USE, label id, 0) | PLAIN_CLASS_BIT: a plain-class object's header is
+  // this or its size; an aligned class's drops the bit.
   uint64_t in_use_header;
 };
 static_assert(sizeof(Entry) == 64);
