@@ -13,9 +13,8 @@
 namespace achunk {
 
 inline constexpr int LABEL_CAPACITY = 4096;
-inline constexpr int LABEL_MAX_LEN = 15;
-static_assert(LABEL_CAPACITY - 1 <= LABEL_ID_MASK,
-              "a label id fits its header field");  // longer labels are cut, as OceanBase's ObLabel
+inline constexpr int LABEL_MAX_LEN = 15;  // longer labels are cut, as OceanBase's ObLabel
+static_assert(LABEL_CAPACITY - 1 <= LABEL_ID_MASK, "a label id fits its header field");
 
 // The id of `label` (nullptr or "" means "unlabeled"); interns it on first use. When the
 // table is full, new labels share the id of "label_overflow".
