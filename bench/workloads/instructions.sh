@@ -20,7 +20,8 @@
 #   LIMITS="malloc=N free=N new=N delete=N replace1=N ..."
 #                                     exit 1 if achunk's count per call of that function,
 #                                     on any pattern, or per step of a pattern in STEPS,
-#                                     is above N (a test holds it there)
+#                                     is above N (a test holds it there); "free@classes=N"
+#                                     sets one pattern's limit for a function
 # Prints Markdown tables: instructions per call and the pair's total, and instructions
 # per step.
 # achunk's work that follows the clock, not the calls, is held off (ACHUNK_CONF below):
@@ -80,16 +81,19 @@ count() {
   awk '/^summary:/ { print $2 }' "$out"
 }
 
-# Exit status 1 (and a line) when achunk's `per` is above the limit named `key`.
+# Exit status 1 (and a line) when achunk's `per` is above the limit named `key`, or
+# `key@pattern` when LIMITS names one (it then wins).
 over_limit() {
-  local name=$1 key=$2 per=$3 what=$4
+  local name=$1 key=$2 per=$3 what=$4 pattern=${5:-} limit chosen=""
+  [[ $name == achunk ]] || return 1
   for limit in ${LIMITS:-}; do
-    if [[ $name == achunk && ${limit%%=*} == "$key" ]] &&
-      awk -v x="$per" -v m="${limit#*=}" 'BEGIN { exit !(x > m) }'; then
-      echo "instructions.sh: achunk's $what takes $per instructions, above $limit" >&2
-      return 0
-    fi
+    [[ ${limit%%=*} == "$key" && -z $chosen ]] && chosen=$limit
+    [[ -n $pattern && ${limit%%=*} == "$key@$pattern" ]] && chosen=$limit
   done
+  if [[ -n $chosen ]] && awk -v x="$per" -v m="${chosen#*=}" 'BEGIN { exit !(x > m) }'; then
+    echo "instructions.sh: achunk's $what takes $per instructions, above $chosen" >&2
+    return 0
+  fi
   return 1
 }
 
@@ -140,7 +144,7 @@ per_call_table() {
         per=$(per_unit "$i" "${FN_NAME[$fn]:-$fn}" "$pattern" calls)
         both=$(awk -v x="$both" -v y="$per" 'BEGIN { printf "%.1f", x + y }')
         row+=" $per |"
-        if over_limit "${names[$i]}" "$fn" "$per" "$fn on $pattern"; then failed=1; fi
+        if over_limit "${names[$i]}" "$fn" "$per" "$fn on $pattern" "$pattern"; then failed=1; fi
       done
       row+=" $both |"
     done

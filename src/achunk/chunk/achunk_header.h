@@ -8,7 +8,7 @@
 namespace achunk {
 
 inline constexpr int64_t ACHUNK_ALIGN = int64_t{2} << 20;                  // INTACT_ACHUNK_SIZE
-inline constexpr int64_t ACHUNK_HEADER_SIZE = int64_t{16} << 10;           // room for block headers
+inline constexpr int64_t ACHUNK_HEADER_SIZE = int64_t{24} << 10;           // room for block headers
 inline constexpr int64_t ACHUNK_SIZE = ACHUNK_ALIGN - ACHUNK_HEADER_SIZE;  // normal payload
 inline constexpr int64_t ACHUNK_PAGE_SIZE = 4096;
 // A ceiling far above any real machine that keeps every size computation from overflowing.

@@ -1,6 +1,7 @@
-// Block layer: the 8 KiB block and its header. A chunk's 16 KiB header region holds the
-// AChunk, the block-layer chunk meta (owner, span count, span-start bits) and one 64 B
-// ABlock per block, so a pointer finds its chunk by masking and its block by index.
+// Block layer: the 8 KiB block and its header. A chunk's 24 KiB header region holds the
+// AChunk, the block-layer chunk meta (owner, span count, span-start bits), one 64 B
+// ABlock per block, so a pointer finds its chunk by masking and its block by index, and
+// a tag byte per block for the spans' owner.
 // Depends on the chunk layer (achunk_header.h).
 #pragma once
 
@@ -11,7 +12,7 @@
 namespace achunk {
 
 inline constexpr int64_t ABLOCK_SIZE = int64_t{8} << 10;
-inline constexpr int BLOCKS_PER_CHUNK = static_cast<int>(ACHUNK_SIZE / ABLOCK_SIZE);  // 254
+inline constexpr int BLOCKS_PER_CHUNK = static_cast<int>(ACHUNK_SIZE / ABLOCK_SIZE);  // 253
 
 class BlockSet;
 
@@ -49,13 +50,22 @@ inline constexpr int64_t BLOCK_META_OFFSET = 64;
 inline constexpr int64_t ABLOCK_ARRAY_OFFSET = 128;
 static_assert(sizeof(AChunk) <= BLOCK_META_OFFSET);
 static_assert(BLOCK_META_OFFSET + sizeof(BlockChunkMeta) <= ABLOCK_ARRAY_OFFSET);
-static_assert(ABLOCK_ARRAY_OFFSET + BLOCKS_PER_CHUNK * sizeof(ABlock) <= ACHUNK_HEADER_SIZE);
+// The tags: a byte per block that the layer owning the spans writes, every one 0 when
+// the block layer takes the chunk (BlockSet::take_chunk). The object layer keeps there
+// the class of each block of a slab (see slab_tag), so a free learns it in one load of a
+// line shared by 64 blocks, no block's ABlock line.
+inline constexpr int64_t BLOCK_TAGS_OFFSET = 16384;
+static_assert(ABLOCK_ARRAY_OFFSET + BLOCKS_PER_CHUNK * sizeof(ABlock) <= BLOCK_TAGS_OFFSET);
+static_assert(BLOCK_TAGS_OFFSET + BLOCKS_PER_CHUNK <= ACHUNK_HEADER_SIZE);
 
 inline BlockChunkMeta* chunk_meta(AChunk* chunk) {
   return reinterpret_cast<BlockChunkMeta*>(reinterpret_cast<char*>(chunk) + BLOCK_META_OFFSET);
 }
 inline ABlock* chunk_block(AChunk* chunk, int idx) {
   return reinterpret_cast<ABlock*>(reinterpret_cast<char*>(chunk) + ABLOCK_ARRAY_OFFSET) + idx;
+}
+inline uint8_t* chunk_block_tags(AChunk* chunk) {
+  return reinterpret_cast<uint8_t*>(chunk) + BLOCK_TAGS_OFFSET;
 }
 inline int block_index(const ABlock* block) {
   const AChunk* chunk = AChunk::ptr2chunk(block);

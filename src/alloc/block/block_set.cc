@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 namespace achunk {
@@ -251,6 +252,8 @@ ABlock* BlockSet::take_chunk(AChunk* chunk) {
   meta->kind_ = kind_;
   // The free fast path's test of the kind, in the registry byte it reads anyway.
   if (kind_ == OWNER_OBJECT_SET) chunk_registry::mark(chunk);
+  // A fresh mapping reads zero already, and its tags' page stays untouched.
+  if (!chunk->fresh_) std::memset(chunk_block_tags(chunk), 0, BLOCKS_PER_CHUNK);
   set_bit(meta->span_bits_, 0);
   link_chunk(chunk);
   return new (chunk_block(chunk, 0)) ABlock();

@@ -189,6 +189,25 @@ void RemoteFreeBatch::flush() {
   count_ = 0;
 }
 
+void ObjectSet::free_unbinned(void* ptr, int sc, ThreadHeap* bin) {
+  run_slow_path_hook();
+  ABlock* block = live_slab_block(ptr);
+  Slab* slab = slab_of(block);
+  if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
+    // Straight back to its own slab: a burst of frees (a teardown) past the bin's room
+    // neither walks nor drains it.
+    ThreadHeap::free_local(block, slab, ptr, false);
+    return;
+  }
+  // Another thread's object, or one of a slab let go: a full bin of its set gives half
+  // back (one atomic per slab) and takes it.
+  if (bin != nullptr && slab->set_index_ == bin->set_index() &&
+      bin->stash_push_full(sc, ptr, block)) {
+    return;
+  }
+  free_foreign(ptr, block, slab, bin);
+}
+
 void ObjectSet::made_findable(ABlock* block, Slab* slab) {
   // This free made a disowned slab findable. Its former owner takes it straight back, so
   // a thread freeing its own objects keeps its slabs (and their cache lines) rather than

@@ -119,7 +119,9 @@ ThreadHeap* ObjectSet::create_heap() {
   });
   if (block == nullptr) return nullptr;
   // Built after the shard lock: its pages may be fresh (see new_slab).
-  ThreadHeap* heap = new (block_data(block)) ThreadHeap(this, static_cast<uint8_t>(index_));
+  ThreadHeap* heap =
+      new (block_data(block)) ThreadHeap(this, static_cast<uint8_t>(index_), &mgr_.shard(0),
+                                         sizeof(SubObjectMgr) * ObjectMgr::MAX_SHARDS);
   heap->keep_emptied_current_ = barrier_available();
   {
     std::lock_guard<SpinLock> guard(heaps_lock_);
@@ -161,6 +163,9 @@ ABlock* ObjectSet::alloc_span(int64_t bytes) {
 }
 
 void ObjectSet::free_span(ABlock* block) {
+  // Whatever the span was: only a slab's blocks carry tags, and a dedicated chunk's head
+  // counts no blocks.
+  if (!block->dedicated()) write_block_tags(block, block->nblocks_, 0);
   SubObjectMgr& shard = ObjectMgr::shard_of(block);
   std::lock_guard<SpinLock> guard(shard.lock_);
   shard.block_set_.free_block(block);
@@ -449,6 +454,7 @@ ABlock* ObjectSet::new_slab(int sc, const void* owner) {
     slab->sc_ = static_cast<uint16_t>(sc);
     slab->set_index_ = index_ < 0 ? Slab::NO_SET : static_cast<uint8_t>(index_);
     slab->capacity_ = static_cast<uint16_t>((bytes - slab_lead(sc)) / class_slot_size(sc));
+    write_block_tags(block, block->nblocks_, slab_tag(sc));
   });
   if (block == nullptr) return nullptr;
   // After the shard lock, as every later carve is: the first page may be fresh, and its

@@ -235,10 +235,10 @@ class ObjectSet {
   static void on_fork_child();
   // A function the process wiring has the object layer's slow paths run, with no
   // allocator lock held, while it waits for a moment to act: a thread's first
-  // allocation, a slab refill, a big object, and a free that takes a slow path (every
-  // free of an object from before a fork does). The hook returns true once it is done,
-  // and is then disarmed; unarmed, a slow path pays one relaxed load. A forked child of
-  // the drop-in malloc starts its housekeeping thread there once it is old enough.
+  // allocation, a slab refill, a big object, and a free that takes a slow path (one its
+  // bin cannot take: a child freeing its parent's objects soon fills its bins). The hook returns
+  // true once it is done, and is then disarmed; unarmed, a slow path pays one relaxed load. A
+  // forked child of the drop-in malloc starts its housekeeping thread there once it is old enough.
   static void arm_slow_path_hook(bool (*hook)()) {
     slow_path_hook_.store(hook, std::memory_order_relaxed);
     slow_path_hook_armed_.store(true, std::memory_order_release);
@@ -396,6 +396,10 @@ class ObjectSet {
   // free_fast), or nullptr.
   __attribute__((noinline)) static void free_foreign(void* ptr, ABlock* block, Slab* slab,
                                                      ThreadHeap* bin = nullptr);
+  // free_fast's end when its bin cannot take the object (header FREE already): full, being
+  // taken, of another set, or no bin. Into its slab if the calling thread owns it, else
+  // free_foreign (a full bin gives half back first).
+  __attribute__((noinline)) static void free_unbinned(void* ptr, int sc, ThreadHeap* bin);
   // A remote free cleared a disowned slab's REMOTE_NOTIFY: its former owner takes it
   // back, anyone else pushes it onto the ready stack.
   __attribute__((noinline)) static void made_findable(ABlock* block, Slab* slab);
@@ -625,24 +629,30 @@ __attribute__((always_inline)) inline bool take_live(void* ptr, uint64_t key) {
 
 template <typename BinOf>
 inline void ObjectSet::free_fast(void* ptr, BinOf bin_of, FreeFallback fallback, uint64_t key) {
-  ABlock* block = object_span_fast(ptr);
-  if (block == nullptr) return fallback(ptr);
-  Slab* slab = slab_of(block);
-  // Only the owner thread stores its own marker, so a relaxed load sees it exactly. An
-  // owned span is a slab: big objects, heaps and lent spans have no owner.
-  const void* owner = slab->owner_thread_.load(std::memory_order_relaxed);
-  if (owned_by_this_thread(owner)) {
-    if (!take_live(ptr, key)) return fallback(ptr);
-    return ThreadHeap::free_local(block, slab, ptr);
+  // The registry before any header read: a unit without a chunk of ours may be unmapped.
+  // Its range test rides on the alignment test, and its byte proves the chunk live and an
+  // object set's, so the chunk's header may be read.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+  if ((a & (chunk_registry::OUT_OF_RANGE | 15)) != 0 || !chunk_registry::is_marked_in_range(a)) {
+    return fallback(ptr);
   }
-  const int sc = slab->sc_;
-  if (sc >= SIZE_CLASS_COUNT) return fallback(ptr);  // a big object, a heap, a lent span
-  // Another thread's object, or one of a slab its owner let go: likely cold, its header
-  // and canary on lines another core may hold. Checked here all the same, then into the
-  // bin of the calling thread's heap when the slab is of the bin's set.
-  prefetch_tail_bounds(ptr, sc);
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  // The block of the header, unsigned: a header before the block area wraps past its end.
+  const uint64_t at = (a - AOBJECT_HEADER_SIZE - reinterpret_cast<uintptr_t>(chunk->data())) /
+                      static_cast<uint64_t>(ABLOCK_SIZE);
+  if (at >= static_cast<uint64_t>(BLOCKS_PER_CHUNK)) return fallback(ptr);
+  // The block's tag names the slab's class (0: no slab: a big object, a heap, a lent span).
+  const unsigned sc = load_block_tag(chunk, at) - 1;
+  if (sc >= static_cast<unsigned>(SIZE_CLASS_COUNT)) return fallback(ptr);
+  // Header and canary fetched at once: in a large live set a random object misses on both,
+  // and the canary's line is known only from the header.
+  prefetch_tail_bounds(ptr, static_cast<int>(sc));
   if (!take_live(ptr, key)) return fallback(ptr);
-  return free_foreign(ptr, block, slab, bin_of());
+  // Checked, then into the calling thread's bin of its class, whoever allocated it, when
+  // the chunk is of the bin's set: no block's ABlock line is read.
+  ThreadHeap* bin = bin_of();
+  if (bin != nullptr && bin->in_set(chunk_meta(chunk)->context_) && bin->bin_push(sc, ptr)) return;
+  return free_unbinned(ptr, static_cast<int>(sc), bin);
 }
 
 }  // namespace achunk

@@ -56,6 +56,13 @@ inline constexpr StashCapTable STASH_CAP{};
 
 class ThreadHeap {
  public:
+  // Per class, the stash (the bin): freed objects (linked through their first word, newest
+  // first) and the room left (see bins_).
+  struct alignas(16) Bin {
+    std::atomic<void*> head{nullptr};
+    std::atomic<uint8_t> room{0};  // stash_cap less the count, so a push tests it alone
+  };
+
   // What a heap may keep of slabs that may sit empty, over all classes: its spares, and
   // the current slabs it keeps current when they empty (counted while current, empty or
   // not). A thread that frees and allocates a batch across slab boundaries takes its
@@ -74,39 +81,49 @@ class ThreadHeap {
   static constexpr int FULL_SLABS_KEPT = 16;
   // Bytes of freed objects a heap may stash per class (and at most STASH_MAX_COUNT
   // objects); a class whose slot is larger has no stash, but for the page classes up to
-  // PAGE_STASH_SLOT_MAX, which keep PAGE_STASH_FLOOR. Past that, the stash gives its
-  // older half back to the slabs (unstash). All classes together hold at most
-  // 509 KiB, which another thread's look takes back from an idle heap.
+  // PAGE_STASH_SLOT_MAX, which keep PAGE_STASH_FLOOR. A full stash takes no more of the
+  // thread's own objects (they go to their slabs) and gives its newest half back for
+  // another thread's. All classes together hold at most 509 KiB, which another thread's
+  // look takes back from an idle heap.
   static constexpr int64_t STASH_BYTES = thread_heap_detail::STASH_BYTES;
   static constexpr int STASH_MAX_COUNT = thread_heap_detail::STASH_MAX_COUNT;
   static constexpr int PAGE_STASH_FLOOR = thread_heap_detail::PAGE_STASH_FLOOR;
   static constexpr int64_t PAGE_STASH_SLOT_MAX = thread_heap_detail::PAGE_STASH_SLOT_MAX;
   static int stash_cap(int sc) { return thread_heap_detail::STASH_CAP.n[sc]; }
 
-  ThreadHeap(ObjectSet* set, uint8_t set_index) : set_(set), set_index_(set_index) {}
+  // `shards`, `shards_bytes`: where the set's block shards lie (see in_set).
+  ThreadHeap(ObjectSet* set, uint8_t set_index, const void* shards, uintptr_t shards_bytes)
+      : set_(set),
+        set_index_(set_index),
+        shards_(reinterpret_cast<uintptr_t>(shards)),
+        shards_bytes_(shards_bytes) {
+    for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) set_stash_count(sc, 0);
+  }
 
   // A free slot of class sc from the current slab, without a call; nullptr when it has
   // none. The caller writes header and tail. popping_ is up around the pop: another thread
   // taking an idle heap's emptied current slab (take_emptied_current) unhooks it, makes
   // every thread pass a barrier, and backs off if it then sees the flag up.
+  // The bin (stash) first: the thread's last frees of the class, whatever slab they are
+  // on, hot in its cache and never counted back into their slabs.
   __attribute__((always_inline)) void* pop(int sc) {
     popping_.store(true, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    ABlock* block = current_[sc].load(std::memory_order_acquire);
-    void* p = nullptr;
-    if (block != nullptr) {
-      Slab* slab = slab_of(block);
-      p = slab->local_free_;
-      if (p != nullptr) {
-        void* next = *static_cast<void**>(p);
-        slab->local_free_ = next;
-        // Slots another core freed are cold here: the next pop reads the link and writes
-        // the header beside it.
-        __builtin_prefetch(next, 1);
-        slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);
-      } else {
-        p = pop_stashed(sc);
+    void* p = pop_stashed(sc);
+    if (p == nullptr) {
+      ABlock* block = current_[sc].load(std::memory_order_acquire);
+      if (block != nullptr) {
+        Slab* slab = slab_of(block);
+        p = slab->local_free_;
+        if (p != nullptr) {
+          void* next = *static_cast<void**>(p);
+          slab->local_free_ = next;
+          // Slots another core freed are cold here: the next pop reads the link and
+          // writes the header beside it.
+          __builtin_prefetch(next, 1);
+          slab->used_.store(slab->used_.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+        }
       }
     }
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -167,6 +184,12 @@ class ThreadHeap {
   }
 
   ObjectSet* set() const { return set_; }
+  // Whether `shard` (a chunk's BlockChunkMeta::context_) is one of this heap's set's block
+  // shards: an object there may go into this heap's bins. Read from the chunk header and
+  // the heap, no span's ABlock.
+  bool in_set(const void* shard) const {
+    return reinterpret_cast<uintptr_t>(shard) - shards_ < shards_bytes_;
+  }
   uint8_t set_index() const { return set_index_; }
   // Refills so far, and the slabs they looked at (each adopted, collected or carved slab
   // counts once): their ratio stays flat however large the live set grows.
@@ -174,10 +197,9 @@ class ThreadHeap {
   uint64_t slabs_visited() const { return slabs_visited_; }
   // Disowned slabs this thread took back by freeing into them (take_back).
   uint64_t taken_back() const { return taken_back_; }
-  // Objects stashed so far, and stashed objects handed out again.
-  uint64_t stashed() const { return stashed_; }
-  uint64_t unstashed_reused() const { return stash_reused_; }
-  int stash_count(int sc) const { return stash_count_[sc].load(std::memory_order_relaxed); }
+  int stash_count(int sc) const {
+    return stash_cap(sc) - bins_[sc].room.load(std::memory_order_relaxed);
+  }
 
   // The owner stashes a freed object (header FREE, still counted in its slab's used_) of
   // class sc from slab `block`, its own or another thread's; false when the class has no
@@ -188,22 +210,33 @@ class ThreadHeap {
   __attribute__((always_inline)) bool stash_push(int sc, void* p, const ABlock* block) {
     // Read again inside the handshake: the look may empty the stash in between, never
     // fill it, so this test only sends a push out of line too often.
-    if (stash_count_[sc].load(std::memory_order_relaxed) >= stash_cap(sc)) {
+    if (bins_[sc].room.load(std::memory_order_relaxed) == 0) {
       return stash_push_full(sc, p, block);
     }
-    return stash_push_room(sc, p, block);
+    if (!stash_push_room(sc, p)) return false;
+    stash_top_block_[sc] = block;
+    return true;
+  }
+  // The free's bin hit, which knows no slab: false when class sc's stash is full or the
+  // look is taking it.
+  __attribute__((always_inline)) bool bin_push(unsigned sc, void* p) {
+    Bin& bin = bins_[sc];
+    if (bin.room.load(std::memory_order_relaxed) == 0) return false;
+    const bool open = enter_stash();
+    if (open) push_to(bin, p);
+    leave_stash();
+    return open;
   }
   // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
   // window, so a malloc the stash serves is a hit too.
   __attribute__((always_inline)) void* pop_stashed(int sc) {
-    void* p = stash_[sc].load(std::memory_order_relaxed);
+    void* p = bins_[sc].head.load(std::memory_order_relaxed);
     if (p == nullptr || stash_closed_.load(std::memory_order_relaxed)) return nullptr;
-    stash_[sc].store(*static_cast<void**>(p), std::memory_order_relaxed);
-    stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) - 1,
-                           std::memory_order_relaxed);
-    stash_taken_[sc] = true;
-    ++stash_reused_;
-    stash_ops_.store(stash_ops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    void* next = *static_cast<void**>(p);
+    bins_[sc].head.store(next, std::memory_order_relaxed);
+    __builtin_prefetch(next, 1);  // as a slab's pop: the next pop's link and header
+    bins_[sc].room.store(bins_[sc].room.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
     return p;
   }
   // The owner gives every stashed object back to its slab (before the thread lets the
@@ -221,7 +254,8 @@ class ThreadHeap {
   // Whether class sc's stash holds objects and the last one pushed came from `block`
   // (the owner's view).
   bool stash_top_in(int sc, const ABlock* block) const {
-    return stash_[sc].load(std::memory_order_relaxed) != nullptr && stash_top_block_[sc] == block;
+    return bins_[sc].head.load(std::memory_order_relaxed) != nullptr &&
+           stash_top_block_[sc] == block;
   }
   // The stash handshake (see pop): false when the look is taking the stash.
   bool enter_stash() {
@@ -232,22 +266,27 @@ class ThreadHeap {
   void leave_stash() {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     popping_.store(false, std::memory_order_release);
+  }
+  // A stash call off the hit paths (a full stash's drain, a gc turn): the look counts
+  // them as activity, with activity_. The hits count nothing: a heap that only hits may
+  // lose its stash to a look once an interval, and refills.
+  void count_stash_op() {
     stash_ops_.store(stash_ops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   // stash_push once the stash has room. The count is read inside the handshake: a look
   // that took the stash before it began has left it empty.
-  __attribute__((always_inline)) bool stash_push_room(int sc, void* p, const ABlock* block) {
+  __attribute__((always_inline)) bool stash_push_room(int sc, void* p) {
     const bool open = enter_stash();
-    if (open) {
-      *static_cast<void**>(p) = stash_[sc].load(std::memory_order_relaxed);
-      stash_[sc].store(p, std::memory_order_relaxed);
-      stash_count_[sc].store(stash_count_[sc].load(std::memory_order_relaxed) + 1,
-                             std::memory_order_relaxed);
-      stash_top_block_[sc] = block;
-    }
+    if (open) push_to(bins_[sc], p);
     leave_stash();
-    stashed_ += open;
     return open;
+  }
+  // Inside the handshake, where the room is read again: the look may have emptied the bin
+  // since the caller's test, never filled it.
+  __attribute__((always_inline)) static void push_to(Bin& bin, void* p) {
+    *static_cast<void**>(p) = bin.head.load(std::memory_order_relaxed);
+    bin.head.store(p, std::memory_order_relaxed);
+    bin.room.store(bin.room.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
   // stash_push for a class with no stash, or a full stash (whose older half goes back
   // first).
@@ -256,9 +295,10 @@ class ThreadHeap {
   void unstash_half(int sc);
   // Gives all of class sc's stash back to the slabs.
   void unstash_class(int sc);
-  // At each refill, one class in turn: its stash goes back to the slabs if no malloc took
-  // from it since the class's last turn. A class the thread stopped asking for (a buffer
-  // grown by realloc left it behind) so does not keep its slabs from emptying.
+  // At each refill, one class in turn: its stash goes back to the slabs if neither a malloc
+  // nor a free used it since the class's last turn (its head did not move). A class the thread
+  // stopped asking for (a buffer grown by realloc left it behind) so does not keep its slabs from
+  // emptying.
   void stash_gc();
   // Frees a chain of stashed objects (linked through their first word) into their slabs,
   // as the owner: into its own slabs directly, into others' as a remote free.
@@ -353,12 +393,22 @@ class ThreadHeap {
     count_kept(slab, -1);
   }
 
+  // Per class, the stash (Bin): one line holds four classes' bins. First, so a pop or push
+  // indexes it straight off the heap pointer. The owner's stash calls go through
+  // enter_stash; another thread's look takes them from an idle heap (take_stash).
+  void set_stash_count(int sc, int n) {
+    bins_[sc].room.store(static_cast<uint8_t>(stash_cap(sc) - n), std::memory_order_relaxed);
+  }
+  Bin bins_[SIZE_CLASS_COUNT];
   // Written by the owner under lock_, and by another thread's look under lock_; read by
-  // the owner's pops without it. First, so a pop indexes it straight off the heap pointer.
+  // the owner's pops without it.
   std::atomic<ABlock*> current_[SIZE_CLASS_COUNT] = {};
   ObjectSet* set_;
   std::atomic<bool> popping_{false};
+  std::atomic<bool> stash_closed_{false};  // see close_stash; beside popping_, which pops read too
   const uint8_t set_index_;  // set_'s index, as its slabs record it (Slab::set_index_)
+  const uintptr_t shards_;   // in_set's range
+  const uintptr_t shards_bytes_;
   // Whether an emptied current slab stays current: only where the look can take it from
   // an idle heap (Os::process_barrier), else it is parked as a spare like any emptied slab.
   bool keep_emptied_current_ = false;
@@ -377,15 +427,7 @@ class ThreadHeap {
   uint64_t refills_ = 0;
   uint64_t slabs_visited_ = 0;
   uint64_t taken_back_ = 0;
-  uint64_t stashed_ = 0;
-  uint64_t stash_reused_ = 0;
-  // Per class, freed objects of slabs that had no free slot (linked through their first
-  // word, newest first) and their count. The owner's stash calls go through enter_stash;
-  // another thread's look takes them from an idle heap (take_stash).
-  std::atomic<void*> stash_[SIZE_CLASS_COUNT] = {};
-  std::atomic<uint8_t> stash_count_[SIZE_CLASS_COUNT] = {};
-  std::atomic<bool> stash_closed_{false};
-  bool stash_taken_[SIZE_CLASS_COUNT] = {};  // a malloc took from the stash since its turn
+  void* gc_seen_[SIZE_CLASS_COUNT] = {};  // owner only: each class's head at its gc turn
   const ABlock* stash_top_block_[SIZE_CLASS_COUNT] = {};  // owner only: see stash_top_in
   int stash_cursor_ = 0;                                  // the class whose turn is next (stash_gc)
   // Stash calls so far (the owner's): the look counts them as activity, with activity_.

@@ -22,53 +22,61 @@ void set_next(void* p, void* next) {
 
 bool ThreadHeap::stash_push_full(int sc, void* p, const ABlock* block) {
   if (stash_cap(sc) == 0) return false;
+  count_stash_op();
   unstash_half(sc);
-  return stash_push_room(sc, p, block);
+  if (!stash_push_room(sc, p)) return false;
+  stash_top_block_[sc] = block;
+  return true;
 }
 
 void ThreadHeap::stash_gc() {
   const int sc = stash_cursor_;
   stash_cursor_ = sc + 1 == SIZE_CLASS_COUNT ? 0 : sc + 1;
-  if (stash_taken_[sc]) {
-    stash_taken_[sc] = false;
+  // A head that moved since the class's last turn: a malloc or a free used the stash.
+  void* head = bins_[sc].head.load(std::memory_order_relaxed);
+  if (head != gc_seen_[sc]) {
+    gc_seen_[sc] = head;
     return;
   }
-  if (stash_count_[sc].load(std::memory_order_relaxed) != 0) unstash_class(sc);
+  if (head != nullptr) {
+    count_stash_op();
+    unstash_class(sc);
+    gc_seen_[sc] = nullptr;
+  }
 }
 
 void ThreadHeap::unstash_half(int sc) {
-  void* older = nullptr;
+  void* newer = nullptr;
   if (enter_stash()) {
-    // The newest half stays: its lines are the warm ones.
-    const int keep = stash_count_[sc].load(std::memory_order_relaxed) / 2;
-    void* head = stash_[sc].load(std::memory_order_relaxed);
-    if (keep == 0) {
-      older = head;
-      stash_[sc].store(nullptr, std::memory_order_relaxed);
-    } else {
-      void* last = head;
-      for (int i = 1; i < keep; ++i) last = next_of(last);
-      older = next_of(last);
+    // The newest half goes: its lines are the warm ones, where the older half's links
+    // would each be a miss to walk and to free.
+    const int count = stash_count(sc);
+    const int give = count - count / 2;
+    newer = give == 0 ? nullptr : bins_[sc].head.load(std::memory_order_relaxed);
+    if (newer != nullptr) {
+      void* last = newer;
+      for (int i = 1; i < give; ++i) last = next_of(last);
+      bins_[sc].head.store(next_of(last), std::memory_order_relaxed);
       set_next(last, nullptr);
+      set_stash_count(sc, count - give);
     }
-    stash_count_[sc].store(static_cast<uint8_t>(keep), std::memory_order_relaxed);
   }
   leave_stash();
-  unstash(older);
+  unstash(newer);
 }
 
 void ThreadHeap::unstash_all() {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    if (stash_count_[sc].load(std::memory_order_relaxed) != 0) unstash_class(sc);
+    if (stash_count(sc) != 0) unstash_class(sc);
   }
 }
 
 void ThreadHeap::unstash_class(int sc) {
   void* list = nullptr;
   if (enter_stash()) {
-    list = stash_[sc].load(std::memory_order_relaxed);
-    stash_[sc].store(nullptr, std::memory_order_relaxed);
-    stash_count_[sc].store(0, std::memory_order_relaxed);
+    list = bins_[sc].head.load(std::memory_order_relaxed);
+    bins_[sc].head.store(nullptr, std::memory_order_relaxed);
+    set_stash_count(sc, 0);
   }
   leave_stash();
   unstash(list);
@@ -80,7 +88,7 @@ void ThreadHeap::unstash(void* chain) {
     void* p = chain;
     chain = next_of(p);
     // The slab may have changed hands since: disowned, then adopted by another heap.
-    ABlock* block = BlockSet::ptr2block(header_of(p));
+    ABlock* block = live_slab_block(p);
     Slab* slab = slab_of(block);
     if (owned_by_this_thread(slab->owner_thread_.load(std::memory_order_relaxed))) {
       free_local(block, slab, p, false);
@@ -92,7 +100,7 @@ void ThreadHeap::unstash(void* chain) {
 
 bool ThreadHeap::close_stash() {
   for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-    if (stash_[sc].load(std::memory_order_relaxed) != nullptr) {
+    if (bins_[sc].head.load(std::memory_order_relaxed) != nullptr) {
       stash_closed_.store(true, std::memory_order_relaxed);
       return true;
     }
@@ -107,14 +115,14 @@ void* ThreadHeap::take_stash(bool barrier, void* chain) {
   // Acquire: the owner's last call, and every write before it, happened before this.
   if (barrier && !popping_.load(std::memory_order_acquire)) {
     for (int sc = 0; sc < SIZE_CLASS_COUNT; ++sc) {
-      void* head = stash_[sc].load(std::memory_order_relaxed);
+      void* head = bins_[sc].head.load(std::memory_order_relaxed);
       if (head == nullptr) continue;
       void* last = head;
       while (next_of(last) != nullptr) last = next_of(last);
       set_next(last, chain);
       chain = head;
-      stash_[sc].store(nullptr, std::memory_order_relaxed);
-      stash_count_[sc].store(0, std::memory_order_relaxed);
+      bins_[sc].head.store(nullptr, std::memory_order_relaxed);
+      set_stash_count(sc, 0);
     }
   }
   stash_closed_.store(false, std::memory_order_release);

@@ -160,7 +160,8 @@ TEST_F(BlockSetTest, AnAlignedSpanLeavesItsSlideFreeAndAsCleanAsItWas) {
   EXPECT_EQ(BlockSet::blocks_for_aligned(ABLOCK_SIZE, 4096), 0);
   EXPECT_EQ(BlockSet::blocks_for_aligned(ABLOCK_SIZE, 3 * ABLOCK_SIZE), 0);
   EXPECT_EQ(BlockSet::blocks_for_aligned(ABLOCK_SIZE, 2 * MB), 0);
-  EXPECT_EQ(BlockSet::blocks_for_aligned(MB - ABLOCK_SIZE, MB), 127);
+  EXPECT_EQ(BlockSet::blocks_for_aligned(MB - 2 * ABLOCK_SIZE, MB), 126);
+  EXPECT_EQ(BlockSet::blocks_for_aligned(MB - ABLOCK_SIZE, MB), 0);
   EXPECT_EQ(BlockSet::blocks_for_aligned(MB, MB), 0);
   EXPECT_EQ(set.alloc_block_aligned(MB, MB, ABLOCK_SIZE), nullptr);
   EXPECT_EQ(set.hold(), 0);

@@ -270,8 +270,11 @@ TEST_F(FreeForeignTest, StashedFreesRaceSafelyWithTheLook) {
     const size_t i = rng() % live.size();
     ASSERT_EQ(live[i][0], i & 0xFF);
     ASSERT_EQ(live[i][15], i & 0xFF);
-    ASSERT_TRUE(ObjectSet::try_free_fast(live[i]));
+    // The replacement first: a malloc takes from the stash before the slabs, so the stash
+    // holds the last free at each pause.
+    unsigned char* old = live[i];
     fill_one(i);
+    ASSERT_TRUE(ObjectSet::try_free_fast(old));
   }
   stop.store(true);
   looker.join();
