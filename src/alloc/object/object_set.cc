@@ -91,6 +91,17 @@ ObjectSet::ObjectSet(ChunkSource& source) : source_(source), mgr_(source, this) 
 }
 
 ObjectSet::~ObjectSet() {
+  // The destroying thread's front entries stop naming its heap here: the drop-in free
+  // takes the static entry's heap as its bin without a check. (Another thread's entries
+  // are the caller's to retire: no thread may use a set while it is destroyed.)
+  if (ThreadHeap* mine = existing_heap()) {
+    for (malloc_front::Entry& e : thread_state().entries) {
+      if (e.heap == mine) {
+        e.allocator_id = 0;
+        e.heap = nullptr;
+      }
+    }
+  }
   if (index_ >= 0) {
     std::lock_guard<SpinLock> guard(g_sets_lock);
     g_generation[index_].fetch_add(1, std::memory_order_acq_rel);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "alloc/object/malloc_front.h"
 #include "alloc/object/object_set.h"
 #include "alloc/object/size_class.h"
 #include "alloc/object/thread_heap.h"
@@ -27,6 +28,12 @@ unsigned tag_of(void* p) {
       (static_cast<char*>(p) - AOBJECT_HEADER_SIZE - static_cast<char*>(chunk->data())) /
       ABLOCK_SIZE;
   return load_block_tag(chunk, static_cast<uint64_t>(at));
+}
+
+// The calling thread's static front entry, its ThreadState taken first.
+malloc_front::Entry& thread_state_entry() {
+  ObjectSet::own_thread_state();
+  return thread_state().entries[malloc_front::ENTRIES];
 }
 
 int g_fallbacks = 0;
@@ -161,6 +168,21 @@ TEST_F(FreeBinTest, AFullBinSendsOwnObjectsToTheirSlabAndDrainsHalfForOthers) {
   set.settle_ready();
   set.wash_stale_spans(0);
   EXPECT_EQ(set.span_used(), 0);
+}
+
+// The bin is the static front entry's heap, taken without a check: a set destroyed by the
+// thread leaves no entry of that thread naming its heap.
+TEST_F(FreeBinTest, ADestroyedSetLeavesNoEntryOfItsThreadNamingItsHeap) {
+  malloc_front::Entry& e = thread_state_entry();
+  {
+    ObjectSet set(source_);
+    void* p = set.alloc(SIZE, 0);
+    e.heap = set.heap_for_this_thread();
+    e.allocator_id = 7;
+    ObjectSet::free(p);
+  }
+  EXPECT_EQ(e.heap, nullptr);
+  EXPECT_EQ(e.allocator_id, 0u);
 }
 
 }  // namespace
