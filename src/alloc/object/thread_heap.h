@@ -9,12 +9,11 @@
 // and stash, goes through the set's heap list and the heap's lock_, which the owner holds
 // on its slow paths only, and for a current slab or the stash through a handshake with
 // the pops (pop, enter_stash).
-// A free that would make a slab without free slots (full_ or disowned) partial again puts
-// the object on its class's stash instead, and so does a free of another thread's object;
-// a pop that finds the current slab dry takes from the stash before any refill: a thread
-// replacing random objects of a large live set reuses its own frees instead of handing
-// slabs back and forth, and one serving requests other threads allocated reuses those
-// (jemalloc's tcache, behind the slab lists rather than in front of them).
+// The stash is the heap's bins: the drop-in free puts every checked object there, its own
+// or another thread's (ObjectSet::free_fast), the object layer's free one that would make
+// a slab without free slots partial again or that another thread owns; a pop takes from
+// it before the current slab: a thread reuses its last frees, and objects other threads
+// allocated, without handing slabs back and forth (jemalloc's tcache).
 // Depends on slab.h, size_class.h and the base layer's spin_lock.h.
 #pragma once
 
@@ -227,8 +226,8 @@ class ThreadHeap {
     leave_stash();
     return open;
   }
-  // A stashed object of class sc, or nullptr: pop's second choice, inside its popping_
-  // window, so a malloc the stash serves is a hit too.
+  // A stashed object of class sc, or nullptr: pop's first choice, inside its popping_
+  // window.
   __attribute__((always_inline)) void* pop_stashed(int sc) {
     void* p = bins_[sc].head.load(std::memory_order_relaxed);
     if (p == nullptr || stash_closed_.load(std::memory_order_relaxed)) return nullptr;
@@ -288,10 +287,10 @@ class ThreadHeap {
     bin.head.store(p, std::memory_order_relaxed);
     bin.room.store(bin.room.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
-  // stash_push for a class with no stash, or a full stash (whose older half goes back
+  // stash_push for a class with no stash, or a full stash (whose newest half goes back
   // first).
   __attribute__((noinline)) bool stash_push_full(int sc, void* p, const ABlock* block);
-  // Gives the older half of class sc's stash back to the slabs.
+  // Gives the newest half of class sc's stash back to the slabs.
   void unstash_half(int sc);
   // Gives all of class sc's stash back to the slabs.
   void unstash_class(int sc);

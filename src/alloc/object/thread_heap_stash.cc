@@ -1,5 +1,5 @@
-// ThreadHeap's stash: per class, the freed objects of slabs that had no free slot, handed
-// out again before any refill, and given back to their slabs by the owner (a full stash,
+// ThreadHeap's stash (its bins): per class, freed objects handed out again before the
+// current slab's, and given back to their slabs by the owner (a full stash, its gc turn,
 // thread exit) or by another thread's look at an idle heap.
 #include <atomic>
 
