@@ -200,9 +200,10 @@ void ObjectSet::free_unbinned(void* ptr, int sc, ThreadHeap* bin) {
     return;
   }
   // Another thread's object, or one of a slab let go: a full bin of its set gives half
-  // back (one atomic per slab) and takes it.
-  if (bin != nullptr && slab->set_index_ == bin->set_index() &&
-      bin->stash_push_full(sc, ptr, block)) {
+  // back (one atomic per slab) and takes it; a bin that cannot (no stash for the class,
+  // or the look taking it) leaves it a remote free. Another set's goes to free_foreign.
+  if (bin != nullptr && slab->set_index_ == bin->set_index()) {
+    if (!bin->stash_push_full(sc, ptr, block)) free_slow(ptr, block, slab, false);
     return;
   }
   free_foreign(ptr, block, slab, bin);

@@ -541,6 +541,16 @@ __attribute__((always_inline)) inline ABlock* object_span_fast(void* ptr) {
   return block;
 }
 
+// The span of a small object that was checked live when freed and is still counted out
+// of its slab (stashed, or being freed): the span is in use, so the distance its block
+// holds is exact and needs none of ptr2block's checks.
+inline ABlock* live_slab_block(void* ptr) {
+  AChunk* chunk = AChunk::ptr2chunk(ptr);
+  const int at = static_cast<int>(
+      (reinterpret_cast<char*>(header_of(ptr)) - static_cast<char*>(chunk->data())) / ABLOCK_SIZE);
+  return chunk_block(chunk, BlockSet::span_head(chunk, at));
+}
+
 // Slot 0's user pointer in a slab of class sc.
 inline char* slab_first_user(ABlock* block, int sc) {
   return static_cast<char*>(block_data(block)) + slab_lead(sc) + AOBJECT_HEADER_SIZE;

@@ -125,18 +125,6 @@ inline bool disowned_by_this_thread(const void* owner) {
   return reinterpret_cast<uintptr_t>(owner) == (object_set_tls::thread_marker | Slab::DISOWNED);
 }
 
-// The span of a small object that was checked live when freed and is still counted out
-// of its slab (stashed, or being freed): the span is in use, so the distance its block
-// holds is exact and needs none of ptr2block's checks.
-inline ABlock* live_slab_block(void* p) {
-  AChunk* chunk = AChunk::ptr2chunk(p);
-  const int at = static_cast<int>(
-      (static_cast<char*>(p) - AOBJECT_HEADER_SIZE - static_cast<char*>(chunk->data())) /
-      ABLOCK_SIZE);
-  const int32_t to_head = chunk_block(chunk, at)->nblocks_;
-  return chunk_block(chunk, at + (to_head < 0 ? to_head : 0));
-}
-
 // The block tag (chunk_block_tags) of every block of a slab of class sc; 0 for every other
 // block. Written for a slab's blocks when it is made (ObjectSet::new_slab) and cleared
 // when its span is given back (ObjectSet::free_span), so a tag is exact while the span is
